@@ -1,0 +1,48 @@
+# zoff_area(): one static library per area (src/<area>) and, later, its test binary.
+set(ZOFF_ALL_AREAS "" CACHE INTERNAL "")
+set(ZOFF_AREA_NAMES "" CACHE INTERNAL "")
+
+function(zoff_area name)
+  cmake_parse_arguments(A "" "" "DEPS" ${ARGN})
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${name}/*.cpp)
+  if(srcs)
+    add_library(zoff_${name} STATIC ${srcs})
+    target_compile_options(zoff_${name} PRIVATE ${ZOFF_WARNINGS})
+    target_precompile_headers(zoff_${name} PRIVATE <torch/torch.h>)
+  else()
+    add_library(zoff_${name} INTERFACE)
+  endif()
+  if(srcs)
+    target_include_directories(zoff_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include)
+    target_link_libraries(zoff_${name} PUBLIC ${A_DEPS})
+  else()
+    target_include_directories(zoff_${name} INTERFACE ${CMAKE_SOURCE_DIR}/include)
+    target_link_libraries(zoff_${name} INTERFACE ${A_DEPS})
+  endif()
+  set(ZOFF_ALL_AREAS ${ZOFF_ALL_AREAS} zoff_${name} CACHE INTERNAL "")
+  set(ZOFF_AREA_NAMES ${ZOFF_AREA_NAMES} ${name} CACHE INTERNAL "")
+endfunction()
+
+# Tests of area X live in tests/X/*.cpp and build into zoff_test_X. Tests that run the
+# `zoff` binary or read shared test data find paths in the generated zoff_test_paths.h.
+function(zoff_area_tests)
+  configure_file(${CMAKE_SOURCE_DIR}/tests/zoff_test_paths.h.in
+                 ${CMAKE_BINARY_DIR}/generated/zoff_test_paths.h)
+  foreach(name ${ZOFF_AREA_NAMES} cli)
+    file(GLOB tsrcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${name}/*.cpp)
+    if(tsrcs)
+      add_executable(zoff_test_${name} ${tsrcs})
+      target_compile_options(zoff_test_${name} PRIVATE ${ZOFF_WARNINGS})
+      target_include_directories(zoff_test_${name} PRIVATE ${CMAKE_BINARY_DIR}/generated
+                                                           ${CMAKE_SOURCE_DIR}/tests)
+      target_link_libraries(zoff_test_${name} PRIVATE ${ZOFF_ALL_AREAS} GTest::gtest
+                                                      GTest::gtest_main GTest::gmock)
+      target_precompile_headers(zoff_test_${name} PRIVATE <torch/torch.h> <gtest/gtest.h>)
+      if(name STREQUAL "cli" OR name STREQUAL "dist")
+        add_dependencies(zoff_test_${name} zoff)  # these tests run the `zoff` binary
+      endif()
+      gtest_discover_tests(zoff_test_${name} DISCOVERY_TIMEOUT 120
+                           PROPERTIES LABELS ${name} TIMEOUT 900)
+    endif()
+  endforeach()
+endfunction()

@@ -1,0 +1,70 @@
+// The training configuration: DeepSpeed-style JSON, parsed and validated in one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zoff/optim/shard_optimizer.h"
+
+namespace zoff::config {
+
+// scheduler {type, params}: DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR, or none.
+struct SchedulerConfig {
+  std::string type;  // "" (constant lr) | WarmupLR | WarmupDecayLR | WarmupCosineLR
+  double warmup_min_lr = 0.0;     // WarmupLR/WarmupDecayLR
+  double warmup_max_lr = 1e-3;    // WarmupLR/WarmupDecayLR (defaults to optimizer lr)
+  int64_t warmup_num_steps = 1000;
+  std::string warmup_type = "log";  // log | linear
+  int64_t total_num_steps = 0;      // WarmupDecayLR, WarmupCosineLR (required)
+  double warmup_min_ratio = 0.0;    // WarmupCosineLR
+  double cos_min_ratio = 1e-4;      // WarmupCosineLR
+};
+
+struct OffloadConfig {
+  std::string device = "none";  // none | cpu | nvme
+  bool pin_memory = false;
+  std::string nvme_path;        // nvme only
+};
+
+struct ZeroConfig {
+  int stage = 0;                               // 0, 1, 2 (3 later)
+  int64_t reduce_bucket_size = 500000000;      // elements
+  int64_t allgather_bucket_size = 500000000;   // elements
+  bool overlap_comm = true;
+  bool contiguous_gradients = true;
+  OffloadConfig offload_optimizer;
+};
+
+struct Fp16Config {
+  bool enabled = false;
+  double loss_scale = 0.0;  // 0 = dynamic
+  int initial_scale_power = 16;
+  int loss_scale_window = 1000;
+  int hysteresis = 2;
+  double min_loss_scale = 1.0;
+};
+
+struct Config {
+  // Batch: train_batch_size = micro * grad_accum * world_size. Any two given determine
+  // the third; all three given must agree.
+  int64_t train_batch_size = 0;
+  int64_t train_micro_batch_size_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 0;
+  double gradient_clipping = 0.0;  // 0 = off; else max global L2 norm
+  int64_t steps_per_print = 10;
+  optim::OptimizerOptions optimizer;
+  SchedulerConfig scheduler;
+  ZeroConfig zero;
+  bool bf16 = false;
+  Fp16Config fp16;
+  std::vector<std::string> warnings;  // unknown keys etc., to print once
+};
+
+// Parses JSON text. `world_size` resolves the batch triple. Any bad value throws
+// zoff::UsageError naming the key, e.g. "config: zero_optimization.stage = 7: must be 0, 1 or 2".
+Config parse_config(const std::string& json_text, int world_size);
+// Reads and parses a file; a missing/unreadable file is a UsageError naming the path.
+Config load_config(const std::string& path, int world_size);
+
+}  // namespace zoff::config

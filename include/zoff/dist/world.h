@@ -1,0 +1,30 @@
+// Where this process sits in the job: rank and world size from a torchrun-style environment.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "zoff/dist/comm.h"
+
+namespace zoff::dist {
+
+struct WorldInfo {
+  int rank = 0;              // RANK
+  int world_size = 1;        // WORLD_SIZE
+  int local_rank = 0;        // LOCAL_RANK
+  int local_world_size = 1;  // LOCAL_WORLD_SIZE
+  std::string master_addr = "127.0.0.1";  // MASTER_ADDR
+  int master_port = 29500;                // MASTER_PORT
+
+  // Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; a
+  // process with none of them set is rank 0 of 1. Malformed or inconsistent values
+  // (RANK >= WORLD_SIZE, a port out of range, ...) throw zoff::UsageError naming them.
+  static WorldInfo from_env();
+};
+
+// Joins the job: world size 1 gives a local communicator with no network; otherwise
+// rendezvous through a c10d TCPStore at master_addr:master_port (rank 0 hosts it) and a
+// ProcessGroupGloo. Every wait, including the rendezvous, gives up after `timeout`.
+CommPtr init_comm(const WorldInfo& world, std::chrono::milliseconds timeout);
+
+}  // namespace zoff::dist

@@ -1,0 +1,60 @@
+// The optimizer the engine runs on this rank's shard: flat fp32 spans, nothing else.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zoff::optim {
+
+// What the optimizer writes besides the fp32 master: an optional 16-bit copy of the
+// updated parameters, fused into the same pass (round to nearest even).
+enum class CopyOut { kNone, kBf16, kFp16 };
+
+// Hyper-parameters of every optimizer zoff has; each uses the fields it needs.
+// Semantics follow LibTorch's torch::optim classes of the same name.
+struct OptimizerOptions {
+  std::string type = "adamw";  // adamw | adam | sgd | adagrad
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;  // decoupled for adamw; L2 (added to grad) for the others
+  double momentum = 0.0;      // sgd
+  double dampening = 0.0;     // sgd
+  bool nesterov = false;      // sgd
+  double lr_decay = 0.0;      // adagrad
+  double initial_accumulator_value = 0.0;  // adagrad
+};
+
+// One optimizer over one flat fp32 span of `numel` parameters (a rank's shard). It owns
+// its state (m, v, ...). step() updates `params` in place from `grads`, using `lr` (the
+// scheduler's value for this step, overriding options.lr), and writes the 16-bit copy to
+// `out16` when copy_out != kNone (out16 has numel uint16 elements).
+class ShardOptimizer {
+ public:
+  virtual ~ShardOptimizer() = default;
+  virtual void step(float* params, const float* grads, double lr, CopyOut copy_out,
+                    uint16_t* out16) = 0;
+  virtual size_t numel() const = 0;
+  virtual int64_t step_count() const = 0;
+  // Bytes of optimizer state held (m, v, momentum buffers...), not counting params.
+  virtual size_t state_bytes() const = 0;
+  // Named state buffers, each numel floats, plus the step count: for checkpoints.
+  virtual std::map<std::string, float*> state_buffers() = 0;
+  virtual void set_step_count(int64_t step) = 0;
+  virtual std::string name() const = 0;
+};
+
+// Which implementation runs the update: fused SIMD kernels, or LibTorch tensor ops (the
+// reference path, kept selectable).
+enum class OptimizerBackend { kFused, kTorch };
+
+// Creates the optimizer for `numel` parameters. Throws zoff::UsageError on an unknown
+// type or a bad hyper-parameter (naming it).
+std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& options,
+                                                     size_t numel, OptimizerBackend backend,
+                                                     int threads);
+
+}  // namespace zoff::optim
