@@ -16,6 +16,7 @@ PACKAGES=(
   fortunes                # text corpus for the gpt example
   dataset-fashion-mnist   # images for the cnn example
   procps                  # ps/pkill used by launcher tests
+  chromium                # headless rendering test of `zoff report` pages
 )
 
 if [[ "${ZOFF_SKIP_APT:-0}" == "1" ]]; then
