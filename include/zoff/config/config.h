@@ -11,9 +11,9 @@ namespace zoff::config {
 
 // scheduler {type, params}: DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR, or none.
 struct SchedulerConfig {
-  std::string type;  // "" (constant lr) | WarmupLR | WarmupDecayLR | WarmupCosineLR
-  double warmup_min_lr = 0.0;     // WarmupLR/WarmupDecayLR
-  double warmup_max_lr = 1e-3;    // WarmupLR/WarmupDecayLR (defaults to optimizer lr)
+  std::string type;             // "" (constant lr) | WarmupLR | WarmupDecayLR | WarmupCosineLR
+  double warmup_min_lr = 0.0;   // WarmupLR/WarmupDecayLR
+  double warmup_max_lr = 1e-3;  // WarmupLR/WarmupDecayLR (defaults to optimizer lr)
   int64_t warmup_num_steps = 1000;
   std::string warmup_type = "log";  // log | linear
   int64_t total_num_steps = 0;      // WarmupDecayLR, WarmupCosineLR (required)
@@ -24,13 +24,13 @@ struct SchedulerConfig {
 struct OffloadConfig {
   std::string device = "none";  // none | cpu | nvme
   bool pin_memory = false;
-  std::string nvme_path;        // nvme only
+  std::string nvme_path;  // nvme only
 };
 
 struct ZeroConfig {
-  int stage = 0;                               // 0, 1, 2 (3 later)
-  int64_t reduce_bucket_size = 500000000;      // elements
-  int64_t allgather_bucket_size = 500000000;   // elements
+  int stage = 0;                              // 0, 1, 2 (3 later)
+  int64_t reduce_bucket_size = 500000000;     // elements
+  int64_t allgather_bucket_size = 500000000;  // elements
   bool overlap_comm = true;
   bool contiguous_gradients = true;
   OffloadConfig offload_optimizer;
@@ -59,9 +59,20 @@ struct Config {
   bool bf16 = false;
   Fp16Config fp16;
   std::vector<std::string> warnings;  // unknown keys etc., to print once
+  int world_size = 1;                 // the data-parallel world the batch triple was resolved for
 };
 
-// Parses JSON text. `world_size` resolves the batch triple. Any bad value throws
+// Parses JSON text. `world_size` resolves the batch triple like DeepSpeed: all three given
+// must agree; two given determine the third; train_batch_size alone or
+// train_micro_batch_size_per_gpu alone implies gradient_accumulation_steps = 1; neither is an
+// error. Keys follow DeepSpeed's names; differences from DeepSpeed, on purpose:
+//  - scheduler.params.warmup_max_lr defaults to optimizer.params.lr (DeepSpeed: 0.001).
+//  - optimizer type "Adam" is plain Adam (L2 weight decay) unless params.adam_w_mode is true;
+//    DeepSpeed's own default for adam_w_mode is true.
+//  - zero_optimization.stage 3 is refused (not implemented yet); offload needs stage >= 1.
+//  - duplicate keys in one object are an error (as in DeepSpeed), unknown keys a warning.
+// Per-optimizer defaults when a param is absent follow torch: lr 1e-3 (adam/adamw),
+// 1e-2 (adagrad), required (sgd); eps 1e-8, 1e-10 for adagrad. Any bad value throws
 // zoff::UsageError naming the key, e.g. "config: zero_optimization.stage = 7: must be 0, 1 or 2".
 Config parse_config(const std::string& json_text, int world_size);
 // Reads and parses a file; a missing/unreadable file is a UsageError naming the path.

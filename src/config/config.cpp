@@ -1,0 +1,464 @@
+// Parses and validates the DeepSpeed-style JSON training config into zoff::config::Config.
+#include "zoff/config/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "zoff/core/error.h"
+
+namespace zoff::config {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& path, const json& value, const std::string& why) {
+  throw UsageError("config: " + path + " = " + value.dump() + ": " + why);
+}
+
+// One JSON object of the config. Reads are typed and remember which keys were read, so the
+// keys nobody read can be reported as unknown afterwards.
+class Section {
+ public:
+  Section(const json& obj, std::string path, std::vector<std::string>* warnings)
+      : obj_(obj), path_(std::move(path)), warnings_(warnings) {}
+
+  std::string path_of(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
+
+  const json* get(const std::string& key) {
+    known_.insert(key);
+    auto it = obj_.find(key);
+    return it == obj_.end() ? nullptr : &*it;
+  }
+
+  std::optional<bool> boolean(const std::string& key) {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) fail(path_of(key), *v, "must be true or false");
+    return v->get<bool>();
+  }
+
+  std::optional<double> number(const std::string& key) {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) fail(path_of(key), *v, "must be a number");
+    const double d = v->get<double>();
+    if (!std::isfinite(d)) fail(path_of(key), *v, "must be finite");
+    return d;
+  }
+
+  // Integers may be written 5e8 (a JSON float with an integral value), as DeepSpeed configs do.
+  std::optional<int64_t> integer(const std::string& key) {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (v->is_number_integer()) {
+      if (v->is_number_unsigned() &&
+          v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        fail(path_of(key), *v, "is too large");
+      }
+      return v->get<int64_t>();
+    }
+    if (v->is_number_float()) {
+      const double d = v->get<double>();
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) {
+        return static_cast<int64_t>(d);
+      }
+    }
+    fail(path_of(key), *v, "must be an integer");
+  }
+
+  std::optional<std::string> string(const std::string& key) {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) fail(path_of(key), *v, "must be a string");
+    return v->get<std::string>();
+  }
+
+  std::optional<Section> section(const std::string& key) {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_object()) fail(path_of(key), *v, "must be a JSON object");
+    return Section(*v, path_of(key), warnings_);
+  }
+
+  // Call once every known key has been read.
+  void warn_unknown() const {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+      if (known_.count(it.key()) == 0) {
+        warnings_->push_back("config: unknown key '" + path_of(it.key()) + "' (ignored)");
+      }
+    }
+  }
+
+ private:
+  const json& obj_;
+  std::string path_;
+  std::vector<std::string>* warnings_;
+  std::set<std::string> known_;
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Reads `key` when present and checks it; `ok` says whether the value is allowed.
+template <typename T, typename Ok>
+void read_checked(std::optional<T> value, T* out, Section& s, const std::string& key, Ok ok,
+                  const char* rule) {
+  if (!value) return;
+  if (!ok(*value)) fail(s.path_of(key), json(*value), rule);
+  *out = *value;
+}
+
+void parse_batch(Section& top, Config& c) {
+  auto positive = [](int64_t v) { return v > 0; };
+  std::optional<int64_t> train = top.integer("train_batch_size");
+  std::optional<int64_t> micro = top.integer("train_micro_batch_size_per_gpu");
+  std::optional<int64_t> accum = top.integer("gradient_accumulation_steps");
+  int64_t unused = 0;
+  read_checked(train, &unused, top, "train_batch_size", positive, "must be > 0");
+  read_checked(micro, &unused, top, "train_micro_batch_size_per_gpu", positive, "must be > 0");
+  read_checked(accum, &unused, top, "gradient_accumulation_steps", positive, "must be > 0");
+  const int64_t w = c.world_size;
+  if (!train && !micro) {
+    throw UsageError(
+        "config: train_batch_size or train_micro_batch_size_per_gpu must be given (DeepSpeed "
+        "needs at least one)");
+  }
+  // Same resolution order as DeepSpeed's _set_batch_related_parameters; the derived value
+  // must reproduce train_batch_size exactly, else the division was not exact.
+  if (train && micro && accum) {
+    // nothing to derive
+  } else if (train && micro) {
+    accum = *train / (*micro * w);
+  } else if (train && accum) {
+    micro = *train / (w * *accum);
+  } else if (micro && accum) {
+    train = *micro * *accum * w;
+  } else if (train) {
+    accum = 1;
+    micro = *train / w;
+  } else {
+    train = *micro * w;
+    accum = 1;
+  }
+  if (*micro <= 0 || *accum <= 0 || *train != *micro * *accum * w) {
+    std::ostringstream os;
+    os << "config: train_batch_size = " << *train << ": must equal train_micro_batch_size_per_gpu ("
+       << *micro << ") * gradient_accumulation_steps (" << *accum << ") * world size (" << w << ")";
+    throw UsageError(os.str());
+  }
+  c.train_batch_size = *train;
+  c.train_micro_batch_size_per_gpu = *micro;
+  c.gradient_accumulation_steps = *accum;
+}
+
+void parse_optimizer(Section& top, Config& c) {
+  std::optional<Section> opt = top.section("optimizer");
+  if (!opt) return;
+  optim::OptimizerOptions& o = c.optimizer;
+  if (std::optional<std::string> type = opt->string("type")) {
+    const std::string t = lower(*type);
+    if (t != "adamw" && t != "adam" && t != "sgd" && t != "adagrad") {
+      fail(opt->path_of("type"), json(*type), "must be one of AdamW, Adam, SGD, Adagrad");
+    }
+    o.type = t;
+  } else {
+    throw UsageError("config: optimizer.type is missing (AdamW, Adam, SGD or Adagrad)");
+  }
+  // torch's per-class defaults for what the config leaves out.
+  if (o.type == "adagrad") {
+    o.lr = 1e-2;
+    o.eps = 1e-10;
+  }
+  std::optional<Section> p = opt->section("params");
+  if (!p) {
+    if (o.type == "sgd") throw UsageError("config: optimizer.params.lr is required for SGD");
+    opt->warn_unknown();
+    return;
+  }
+  auto non_negative = [](double v) { return v >= 0.0; };
+  std::optional<double> lr = p->number("lr");
+  if (!lr && o.type == "sgd") throw UsageError("config: optimizer.params.lr is required for SGD");
+  read_checked(lr, &o.lr, *p, "lr", non_negative, "must be >= 0");
+  if (const json* betas = p->get("betas")) {
+    const std::string path = p->path_of("betas");
+    if (!betas->is_array() || betas->size() != 2 || !(*betas)[0].is_number() ||
+        !(*betas)[1].is_number()) {
+      fail(path, *betas, "must be a list of two numbers [beta1, beta2]");
+    }
+    for (int i = 0; i < 2; ++i) {
+      const double b = (*betas)[i].get<double>();
+      if (!(b >= 0.0 && b < 1.0)) fail(path, *betas, "each beta must be in [0, 1)");
+    }
+    o.beta1 = (*betas)[0].get<double>();
+    o.beta2 = (*betas)[1].get<double>();
+  }
+  read_checked(
+      p->number("eps"), &o.eps, *p, "eps", [](double v) { return v > 0.0; }, "must be > 0");
+  read_checked(p->number("weight_decay"), &o.weight_decay, *p, "weight_decay", non_negative,
+               "must be >= 0");
+  read_checked(p->number("momentum"), &o.momentum, *p, "momentum", non_negative, "must be >= 0");
+  read_checked(p->number("dampening"), &o.dampening, *p, "dampening", non_negative, "must be >= 0");
+  read_checked(
+      p->boolean("nesterov"), &o.nesterov, *p, "nesterov", [](bool) { return true; }, "");
+  if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
+    fail(p->path_of("nesterov"), json(true), "needs momentum > 0 and dampening = 0 (as in torch)");
+  }
+  read_checked(p->number("lr_decay"), &o.lr_decay, *p, "lr_decay", non_negative, "must be >= 0");
+  read_checked(p->number("initial_accumulator_value"), &o.initial_accumulator_value, *p,
+               "initial_accumulator_value", non_negative, "must be >= 0");
+  if (std::optional<bool> w_mode = p->boolean("adam_w_mode")) {
+    if (o.type != "adam" && o.type != "adamw") {
+      fail(p->path_of("adam_w_mode"), json(*w_mode), "only applies to Adam/AdamW");
+    }
+    o.type = *w_mode ? "adamw" : "adam";
+  }
+  p->warn_unknown();
+  opt->warn_unknown();
+}
+
+void parse_scheduler(Section& top, Config& c) {
+  std::optional<Section> sch = top.section("scheduler");
+  SchedulerConfig& s = c.scheduler;
+  s.warmup_max_lr = c.optimizer.lr;  // zoff's default: the optimizer's lr
+  if (!sch) return;
+  std::optional<std::string> type = sch->string("type");
+  if (!type) throw UsageError("config: scheduler.type is missing");
+  if (*type != "WarmupLR" && *type != "WarmupDecayLR" && *type != "WarmupCosineLR") {
+    fail(sch->path_of("type"), json(*type), "must be WarmupLR, WarmupDecayLR or WarmupCosineLR");
+  }
+  s.type = *type;
+  std::optional<Section> p = sch->section("params");
+  const json no_params = json::object();
+  Section empty_params(no_params, sch->path_of("params"), &c.warnings);
+  Section& params = p ? *p : empty_params;
+  auto non_negative_d = [](double v) { return v >= 0.0; };
+  auto ratio = [](double v) { return v >= 0.0 && v <= 1.0; };
+  read_checked(params.number("warmup_min_lr"), &s.warmup_min_lr, params, "warmup_min_lr",
+               non_negative_d, "must be >= 0");
+  read_checked(params.number("warmup_max_lr"), &s.warmup_max_lr, params, "warmup_max_lr",
+               non_negative_d, "must be >= 0");
+  read_checked(
+      params.integer("warmup_num_steps"), &s.warmup_num_steps, params, "warmup_num_steps",
+      [](int64_t v) { return v >= 0; }, "must be >= 0");
+  read_checked(
+      params.string("warmup_type"), &s.warmup_type, params, "warmup_type",
+      [](const std::string& v) { return v == "log" || v == "linear"; },
+      "must be \"log\" or \"linear\"");
+  std::optional<int64_t> total = params.integer("total_num_steps");
+  read_checked(
+      total, &s.total_num_steps, params, "total_num_steps", [](int64_t v) { return v > 0; },
+      "must be > 0");
+  read_checked(params.number("warmup_min_ratio"), &s.warmup_min_ratio, params, "warmup_min_ratio",
+               ratio, "must be in [0, 1]");
+  read_checked(params.number("cos_min_ratio"), &s.cos_min_ratio, params, "cos_min_ratio", ratio,
+               "must be in [0, 1]");
+  if (s.type != "WarmupLR" && !total) {
+    throw UsageError("config: scheduler.params.total_num_steps is required for " + s.type);
+  }
+  // DeepSpeed clamps warmup to >= 2 steps; its cosine divides by total - warmup.
+  const int64_t warmup = std::max<int64_t>(2, s.warmup_num_steps);
+  if (s.type == "WarmupCosineLR" && s.total_num_steps <= warmup) {
+    fail(params.path_of("total_num_steps"), json(s.total_num_steps),
+         "must be > warmup_num_steps (" + std::to_string(warmup) + ") for WarmupCosineLR");
+  }
+  if (s.type == "WarmupDecayLR" && s.total_num_steps < warmup) {
+    c.warnings.push_back(
+        "config: scheduler.params.total_num_steps = " + std::to_string(s.total_num_steps) +
+        " is less than warmup_num_steps (" + std::to_string(warmup) + ")");
+  }
+  params.warn_unknown();
+  sch->warn_unknown();
+}
+
+void parse_zero(Section& top, Config& c) {
+  std::optional<Section> z = top.section("zero_optimization");
+  if (!z) return;
+  ZeroConfig& zc = c.zero;
+  if (std::optional<int64_t> stage = z->integer("stage")) {
+    if (*stage == 3) {
+      fail(z->path_of("stage"), json(*stage),
+           "ZeRO stage 3 is not implemented yet (use 0, 1 or 2)");
+    }
+    if (*stage < 0 || *stage > 2) fail(z->path_of("stage"), json(*stage), "must be 0, 1 or 2");
+    zc.stage = static_cast<int>(*stage);
+  }
+  auto positive = [](int64_t v) { return v > 0; };
+  read_checked(z->integer("reduce_bucket_size"), &zc.reduce_bucket_size, *z, "reduce_bucket_size",
+               positive, "must be > 0 (elements)");
+  read_checked(z->integer("allgather_bucket_size"), &zc.allgather_bucket_size, *z,
+               "allgather_bucket_size", positive, "must be > 0 (elements)");
+  auto any = [](bool) { return true; };
+  read_checked(z->boolean("overlap_comm"), &zc.overlap_comm, *z, "overlap_comm", any, "");
+  read_checked(z->boolean("contiguous_gradients"), &zc.contiguous_gradients, *z,
+               "contiguous_gradients", any, "");
+  if (std::optional<Section> off = z->section("offload_optimizer")) {
+    OffloadConfig& oc = zc.offload_optimizer;
+    read_checked(
+        off->string("device"), &oc.device, *off, "device",
+        [](const std::string& d) { return d == "none" || d == "cpu" || d == "nvme"; },
+        "must be \"none\", \"cpu\" or \"nvme\"");
+    read_checked(off->boolean("pin_memory"), &oc.pin_memory, *off, "pin_memory", any, "");
+    read_checked(
+        off->string("nvme_path"), &oc.nvme_path, *off, "nvme_path",
+        [](const std::string&) { return true; }, "");
+    if (oc.device == "nvme" && oc.nvme_path.empty()) {
+      fail(off->path_of("device"), json(oc.device),
+           "needs zero_optimization.offload_optimizer.nvme_path");
+    }
+    if (oc.device != "none" && zc.stage == 0) {
+      fail(off->path_of("device"), json(oc.device), "needs zero_optimization.stage >= 1");
+    }
+    off->warn_unknown();
+  }
+  z->warn_unknown();
+}
+
+void parse_precision(Section& top, Config& c) {
+  auto any = [](bool) { return true; };
+  // DeepSpeed accepts the older "bfloat16" spelling too.
+  for (const char* key : {"bf16", "bfloat16"}) {
+    if (std::optional<Section> b = top.section(key)) {
+      read_checked(b->boolean("enabled"), &c.bf16, *b, "enabled", any, "");
+      b->warn_unknown();
+    }
+  }
+  if (std::optional<Section> f = top.section("fp16")) {
+    Fp16Config& fc = c.fp16;
+    read_checked(f->boolean("enabled"), &fc.enabled, *f, "enabled", any, "");
+    read_checked(
+        f->number("loss_scale"), &fc.loss_scale, *f, "loss_scale",
+        [](double v) { return v >= 0.0; }, "must be >= 0 (0 = dynamic)");
+    std::optional<int64_t> power = f->integer("initial_scale_power");
+    if (power) {
+      if (*power < 0 || *power > 64) {
+        fail(f->path_of("initial_scale_power"), json(*power), "must be in [0, 64]");
+      }
+      fc.initial_scale_power = static_cast<int>(*power);
+    }
+    std::optional<int64_t> window = f->integer("loss_scale_window");
+    if (window) {
+      if (*window <= 0 || *window > std::numeric_limits<int>::max()) {
+        fail(f->path_of("loss_scale_window"), json(*window), "must be > 0");
+      }
+      fc.loss_scale_window = static_cast<int>(*window);
+    }
+    std::optional<int64_t> hysteresis = f->integer("hysteresis");
+    if (hysteresis) {
+      if (*hysteresis < 1 || *hysteresis > std::numeric_limits<int>::max()) {
+        fail(f->path_of("hysteresis"), json(*hysteresis), "must be >= 1");
+      }
+      fc.hysteresis = static_cast<int>(*hysteresis);
+    }
+    read_checked(
+        f->number("min_loss_scale"), &fc.min_loss_scale, *f, "min_loss_scale",
+        [](double v) { return v > 0.0; }, "must be > 0");
+    f->warn_unknown();
+  }
+  if (c.bf16 && c.fp16.enabled) {
+    throw UsageError("config: bf16.enabled = true and fp16.enabled = true: enable at most one");
+  }
+}
+
+// nlohmann reports a byte offset; people want line and column.
+std::string line_column(const std::string& text, size_t byte) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+json parse_json(const std::string& text) {
+  // Duplicate keys in one object would silently keep the last one; DeepSpeed refuses them.
+  std::vector<std::set<std::string>> open_objects;
+  std::vector<std::string> path;
+  json::parser_callback_t check_duplicates = [&](int depth, json::parse_event_t event,
+                                                 json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!open_objects.empty()) open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !open_objects.empty()) {
+      const std::string key = parsed.get<std::string>();
+      if (!open_objects.back().insert(key).second) {
+        throw UsageError("config: duplicate key '" + key + "' (at depth " + std::to_string(depth) +
+                         ")");
+      }
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, check_duplicates);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // Keep nlohmann's reason, drop its "[json.exception.parse_error.101] parse error at ..."
+    // prefix.
+    const size_t colon = what.find(": ");
+    const std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+    const size_t at = e.byte == 0 ? 0 : e.byte - 1;
+    throw UsageError("config: malformed JSON at " + line_column(text, at) + ": " + reason);
+  }
+}
+
+}  // namespace
+
+Config parse_config(const std::string& json_text, int world_size) {
+  ZOFF_CHECK_ARG(world_size >= 1, "config: world size = ", world_size, ": must be >= 1");
+  const json root = parse_json(json_text);
+  if (!root.is_object()) {
+    throw UsageError("config: top level = " + root.dump().substr(0, 40) +
+                     ": must be a JSON object");
+  }
+  Config c;
+  c.world_size = world_size;
+  Section top(root, "", &c.warnings);
+  parse_batch(top, c);
+  read_checked(
+      top.number("gradient_clipping"), &c.gradient_clipping, top, "gradient_clipping",
+      [](double v) { return v >= 0.0; }, "must be >= 0 (0 = off)");
+  read_checked(
+      top.integer("steps_per_print"), &c.steps_per_print, top, "steps_per_print",
+      [](int64_t v) { return v > 0; }, "must be > 0");
+  parse_optimizer(top, c);
+  parse_scheduler(top, c);
+  parse_zero(top, c);
+  parse_precision(top, c);
+  top.warn_unknown();
+  return c;
+}
+
+Config load_config(const std::string& path, int world_size) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("config: cannot open config file '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw UsageError("config: cannot read config file '" + path + "'");
+  try {
+    return parse_config(text.str(), world_size);
+  } catch (const UsageError& e) {
+    // "config: ..." -> "config 'path': ..." so the file is named too.
+    std::string what = e.what();
+    if (what.rfind("config: ", 0) == 0) what = "config '" + path + "': " + what.substr(8);
+    throw UsageError(what);
+  }
+}
+
+}  // namespace zoff::config
