@@ -1,0 +1,76 @@
+// Bytes of model states (params, grads, optimizer states) per rank and per node, by ZeRO stage.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace zoff::estimate {
+
+enum class Precision { kFp32, kBf16, kFp16 };
+enum class OffloadTier { kNone, kCpu, kNvme };
+
+// "fp32" | "bf16" | "fp16" and "none" | "cpu" | "nvme"; anything else is a UsageError.
+Precision parse_precision(const std::string& name);
+OffloadTier parse_offload(const std::string& name);
+std::string to_string(Precision p);
+std::string to_string(OffloadTier t);
+
+struct EstimateOptions {
+  int64_t params = 0;  // psi, parameter count (elements)
+  int64_t ranks = 1;   // N, data-parallel ranks in all
+  int64_t nodes = 1;   // nodes; ranks / nodes ranks per node (must divide)
+  OffloadTier offload = OffloadTier::kNone;
+  Precision precision = Precision::kBf16;
+};
+
+// Model-state bytes of one ZeRO stage. "compute" is the device the forward/backward runs on;
+// "offload" is the host (cpu) or NVMe tier, zero without offload.
+struct StageEstimate {
+  int stage = 0;
+  // Per rank, on the compute device.
+  int64_t compute_params_bytes = 0;  // 16-bit (or fp32) parameters computed with
+  int64_t compute_grads_bytes = 0;   // 16-bit (or fp32) gradients, full or sharded
+  int64_t compute_optim_bytes = 0;   // fp32 master + m + v (mixed) or m + v (fp32)
+  // Per rank, on the offload tier.
+  int64_t offload_grads_bytes = 0;  // fp32 gradient shard
+  int64_t offload_optim_bytes = 0;  // fp32 master + m + v of the shard
+  int64_t compute_bytes = 0;        // sum of compute_*
+  int64_t offload_bytes = 0;        // sum of offload_*
+  int64_t per_rank_bytes = 0;       // compute + offload
+  // Per node: every rank of a node holds the same amounts, so these are per rank times
+  // ranks per node (device memory summed over the node's devices; host/NVMe shared).
+  int64_t per_node_compute_bytes = 0;
+  int64_t per_node_offload_bytes = 0;
+  int64_t per_node_bytes = 0;
+};
+
+struct MemoryEstimate {
+  EstimateOptions options;
+  int64_t ranks_per_node = 1;
+  std::array<StageEstimate, 4> stages;  // ZeRO stages 0, 1, 2, 3
+};
+
+// The memory model of shared/design.md (ZeRO paper, section 3 and Table 1). With psi params,
+// N ranks and s = ceil(psi / N) elements per shard (zoff pads shards to equal size):
+//   mixed precision (bf16/fp16), K = 12 (fp32 master 4 + m 4 + v 4 bytes):
+//     stage 0: 2psi + 2psi + 12psi   stage 1: 2psi + 2psi + 12s
+//     stage 2: 2psi + (2 + 12)s      stage 3: (2 + 2 + 12)s
+//   fp32: 4-byte params and grads and K = 8 (m, v: the params are their own master).
+// With offload the optimizer states of the shard (12 bytes per element in both precisions:
+// in fp32 the offload tier keeps its own fp32 master copy) and an fp32 gradient shard
+// (4 bytes per element) live in the offload tier; the compute device keeps the params it
+// computes with (its shard only at stage 3) and, at stages 0 and 1 where gradients are not
+// sharded, the full gradients. Stage 0 "shards" are the whole model.
+// Throws UsageError for params <= 0, ranks < 1, nodes < 1, or nodes not dividing ranks.
+MemoryEstimate estimate_memory(const EstimateOptions& options);
+
+// {"params": N, "ranks": N, "nodes": K, "ranks_per_node": R, "precision": "bf16",
+//  "offload": "cpu", "stages": {"0": {"per_rank_bytes": B, "per_node_bytes": B,
+//  "compute_bytes": B, "offload_bytes": B, ...breakdown...}, "1": ..., "2": ..., "3": ...}}
+std::string to_json(const MemoryEstimate& estimate);
+
+// A readable table, one row per stage, in GB (1e9 bytes) and GiB (2^30 bytes).
+std::string to_table(const MemoryEstimate& estimate);
+
+}  // namespace zoff::estimate
