@@ -169,14 +169,14 @@ std::string to_table(const MemoryEstimate& m) {
                           "3 (+ parameters)"};
   char line[512];
   if (offload) {
-    std::snprintf(line, sizeof(line), "%-18s | %-24s | %-24s | %-24s | %-24s\n", "ZeRO stage",
+    std::snprintf(line, sizeof(line), "%-18s | %-26s | %-26s | %-26s | %-26s\n", "ZeRO stage",
                   "per rank: device", ("per rank: " + tier).c_str(), "per node: device",
                   ("per node: " + tier).c_str());
   } else {
-    std::snprintf(line, sizeof(line), "%-18s | %-24s | %-24s\n", "ZeRO stage", "per rank: device",
+    std::snprintf(line, sizeof(line), "%-18s | %-26s | %-26s\n", "ZeRO stage", "per rank: device",
                   "per node: device");
   }
-  os << line << std::string(offload ? 130 : 72, '-') << "\n";
+  os << line << std::string(offload ? 138 : 76, '-') << "\n";
   for (const StageEstimate& e : m.stages) {
     if (offload) {
       std::snprintf(line, sizeof(line), "%-18s | %s | %s | %s | %s\n", names[e.stage],

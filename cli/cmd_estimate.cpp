@@ -1,0 +1,76 @@
+// `zoff estimate`: model-state memory per rank and per node for ZeRO stages 0-3.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "command.h"
+#include "zoff/core/error.h"
+#include "zoff/estimate/memory_estimate.h"
+#include "zoff/estimate/param_count.h"
+#include "zoff/models/gpt_config.h"
+
+namespace zoff::cli {
+namespace {
+
+// The models area knows each preset's exact size without building the model.
+int64_t preset_param_count(const std::string& model, const std::string& preset) {
+  if (model == "gpt") return models::gpt_param_count(models::gpt_preset(preset));
+  throw UsageError("--model = \"" + model + "\": must be gpt (the model with named presets)");
+}
+
+struct EstimateArgs {
+  std::string params;
+  std::string model;
+  std::string preset;
+  int64_t ranks = 1;
+  int64_t nodes = 1;
+  std::string offload = "none";
+  std::string precision = "bf16";
+  bool json = false;
+};
+
+void run_estimate(const EstimateArgs& a, const estimate::PresetParamCount& preset_count) {
+  estimate::EstimateOptions o;
+  if (!a.params.empty()) {
+    if (!a.model.empty() || !a.preset.empty()) {
+      throw UsageError("--params and --model/--preset: give one or the other");
+    }
+    o.params = estimate::parse_param_count(a.params);
+  } else if (!a.model.empty() && !a.preset.empty()) {
+    o.params = preset_count(a.model, a.preset);
+  } else if (!a.model.empty() || !a.preset.empty()) {
+    throw UsageError("--model and --preset go together, e.g. --model gpt --preset small");
+  } else {
+    throw UsageError("give --params N (e.g. 1.3B) or --model gpt --preset P");
+  }
+  o.ranks = a.ranks;
+  o.nodes = a.nodes;
+  o.offload = estimate::parse_offload(a.offload);
+  o.precision = estimate::parse_precision(a.precision);
+  const estimate::MemoryEstimate m = estimate::estimate_memory(o);
+  std::cout << (a.json ? estimate::to_json(m) + "\n" : estimate::to_table(m));
+}
+
+void add_estimate(CLI::App& root, int& exit_code) {
+  auto args = std::make_shared<EstimateArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "estimate", "Model-state memory per rank and per node for ZeRO stages 0-3");
+  cmd->add_option("--params", args->params, "Parameter count: 7.5e9, 1.3B, 350M, ...");
+  cmd->add_option("--model", args->model, "Model with presets: gpt");
+  cmd->add_option("--preset", args->preset,
+                  std::string("Preset of --model (gpt: ") + models::kGptPresetNames + ")");
+  cmd->add_option("--ranks", args->ranks, "Data-parallel ranks in all (default 1)");
+  cmd->add_option("--nodes", args->nodes, "Nodes; must divide --ranks (default 1)");
+  cmd->add_option("--offload", args->offload, "Optimizer offload: none|cpu|nvme (default none)");
+  cmd->add_option("--precision", args->precision, "fp32|bf16|fp16 (default bf16)");
+  cmd->add_flag("--json", args->json, "Print JSON instead of a table");
+  cmd->callback([args, &exit_code] {
+    run_estimate(*args, preset_param_count);
+    exit_code = 0;
+  });
+}
+
+}  // namespace
+}  // namespace zoff::cli
+
+ZOFF_REGISTER_COMMAND(estimate, zoff::cli::add_estimate);
