@@ -1,10 +1,11 @@
 // Tests of FlatLayout (packing, shards, buckets) and FlatBuffer (views, parameter adoption).
+#include "zoff/partition/flat_layout.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "zoff/core/error.h"
 #include "zoff/partition/flat_buffer.h"
-#include "zoff/partition/flat_layout.h"
 
 namespace zoff::partition {
 namespace {
@@ -54,7 +55,8 @@ TEST(FlatLayout, BucketPiecesCoverEachRankShardOnce) {
       }
       EXPECT_EQ(covered, layout.padded_numel());
       EXPECT_EQ(slots, layout.slots().size());
-      for (int r = 0; r < world; ++r) EXPECT_EQ(per_rank[static_cast<size_t>(r)], layout.shard_size());
+      for (int r = 0; r < world; ++r)
+        EXPECT_EQ(per_rank[static_cast<size_t>(r)], layout.shard_size());
     }
   }
 }

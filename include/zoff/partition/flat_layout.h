@@ -18,11 +18,11 @@ struct Shard {
 
 // One parameter's place in the flat buffer.
 struct ParamSlot {
-  std::string name;            // as in Module::named_parameters()
-  int64_t offset = 0;          // elements from the start of the flat buffer
+  std::string name;    // as in Module::named_parameters()
+  int64_t offset = 0;  // elements from the start of the flat buffer
   int64_t numel = 0;
   std::vector<int64_t> shape;
-  size_t module_index = 0;     // position in Module::named_parameters()
+  size_t module_index = 0;  // position in Module::named_parameters()
 };
 
 // A run of consecutive whole parameters whose gradients travel together. `pieces[r]` is
@@ -31,8 +31,8 @@ struct ParamSlot {
 struct Bucket {
   int64_t offset = 0;
   int64_t size = 0;
-  std::vector<size_t> slots;      // indices into FlatLayout::slots()
-  std::vector<int64_t> pieces;    // elements per rank, sums to size
+  std::vector<size_t> slots;    // indices into FlatLayout::slots()
+  std::vector<int64_t> pieces;  // elements per rank, sums to size
 };
 
 // The layout of a module's trainable parameters in one flat buffer. Parameters are laid

@@ -1,0 +1,31 @@
+// Bytes of model state one rank holds, per category and per tier.
+#pragma once
+
+#include <cstddef>
+
+namespace zoff::engine {
+
+// One tier's model-state bytes. params: the parameters the model computes with; grads:
+// gradients kept between backward and step (the full buffer or this rank's shard);
+// master: an fp32 master copy when compute params are 16-bit; optim: optimizer states
+// (m, v, ...); buffers: communication buckets and staging.
+struct TierBytes {
+  size_t params = 0;
+  size_t grads = 0;
+  size_t master = 0;
+  size_t optim = 0;
+  size_t buffers = 0;
+  size_t total() const { return params + grads + master + optim + buffers; }
+};
+
+struct MemoryStats {
+  TierBytes compute;  // the compute device
+  TierBytes offload;  // the offload tier (host memory), empty without offload
+  // The summary the logs report: params, grads, optim = master + optimizer states.
+  size_t params() const { return compute.params + offload.params; }
+  size_t grads() const { return compute.grads + offload.grads; }
+  size_t optim() const { return compute.master + compute.optim + offload.master + offload.optim; }
+  size_t buffers() const { return compute.buffers + offload.buffers; }
+};
+
+}  // namespace zoff::engine
