@@ -9,10 +9,10 @@
 namespace zoff::dist {
 
 struct WorldInfo {
-  int rank = 0;              // RANK
-  int world_size = 1;        // WORLD_SIZE
-  int local_rank = 0;        // LOCAL_RANK
-  int local_world_size = 1;  // LOCAL_WORLD_SIZE
+  int rank = 0;                           // RANK
+  int world_size = 1;                     // WORLD_SIZE
+  int local_rank = 0;                     // LOCAL_RANK
+  int local_world_size = 1;               // LOCAL_WORLD_SIZE
   std::string master_addr = "127.0.0.1";  // MASTER_ADDR
   int master_port = 29500;                // MASTER_PORT
 

@@ -1,0 +1,50 @@
+// The multi-rank communicator: a c10d TCPStore rendezvous plus a ProcessGroupGloo.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "zoff/dist/comm.h"
+#include "zoff/dist/world.h"
+
+namespace zoff::dist {
+
+// Gloo in LibTorch 1.13 has allreduce, list-form allgather, broadcast, alltoall_base and
+// barrier, but no reduce_scatter: reduce_scatter_sum is an alltoall_base (the same bytes on
+// the wire as a ring reduce-scatter) followed by a local sum in rank order, accumulated in
+// fp32 (fp64 for fp64 input). If the process group ever answers a native reduce_scatter
+// (probed once at construction), that is used instead.
+//
+// Data moves as raw bytes, so all_gather and broadcast take any dtype (bf16 included).
+// Each Work::wait() gives up after the timeout given at construction and throws
+// zoff::Error naming the collective; a peer that dies makes the waits fail, not hang.
+class GlooComm final : public Comm {
+ public:
+  // Rendezvous: rank 0 hosts a TCPStore at world.master_addr:world.master_port, every rank
+  // checks in, then the Gloo mesh is built. Throws zoff::Error after `timeout` naming the
+  // address, the port and how many ranks arrived.
+  GlooComm(const WorldInfo& world, std::chrono::milliseconds timeout);
+  ~GlooComm() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  WorkPtr all_reduce_sum(torch::Tensor tensor) override;
+  WorkPtr reduce_scatter_sum(torch::Tensor input, torch::Tensor output) override;
+  WorkPtr all_gather(torch::Tensor input, torch::Tensor output) override;
+  WorkPtr broadcast(torch::Tensor tensor, int root) override;
+  void barrier() override;
+  std::string backend() const override { return "gloo"; }
+
+  // True when reduce_scatter_sum uses the process group's own reduce_scatter.
+  bool native_reduce_scatter() const { return native_reduce_scatter_; }
+
+ private:
+  struct Group;  // c10d objects; kept out of this header so users need no Gloo headers
+  std::unique_ptr<Group> group_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::chrono::milliseconds timeout_;
+  bool native_reduce_scatter_ = false;
+};
+
+}  // namespace zoff::dist

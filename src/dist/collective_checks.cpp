@@ -1,0 +1,84 @@
+// Argument rules shared by every Comm backend, and the deterministic local sum of a reduce-scatter.
+#include "collective_checks.h"
+
+#include "zoff/core/error.h"
+
+namespace zoff::dist {
+
+torch::Tensor flat_view(const torch::Tensor& tensor, const char* op, const char* name) {
+  ZOFF_CHECK(tensor.defined(), op, ": ", name, " is an undefined tensor");
+  ZOFF_CHECK(tensor.device().is_cpu(), op, ": ", name, " is on ", tensor.device(),
+             "; zoff's communicators move CPU tensors");
+  ZOFF_CHECK(tensor.is_contiguous(), op, ": ", name, " of shape ", tensor.sizes(),
+             " is not contiguous");
+  return tensor.view({-1});
+}
+
+void check_reducible(torch::ScalarType dtype, const char* op) {
+  switch (dtype) {
+    case torch::kFloat:
+    case torch::kDouble:
+    case torch::kInt:
+    case torch::kLong:
+    case torch::kChar:
+    case torch::kByte:
+      return;
+    case torch::kBFloat16:
+    case torch::kHalf:
+      throw Error(detail::concat(op, ": Gloo cannot sum ", dtype,
+                                 " tensors; reduce an fp32 copy instead (reduce_scatter_sum "
+                                 "accepts 16-bit input and accumulates in fp32)"));
+    default:
+      throw Error(detail::concat(op, ": cannot sum tensors of dtype ", dtype,
+                                 "; use fp32, fp64, int8, uint8, int32 or int64"));
+  }
+}
+
+torch::ScalarType accumulate_dtype(torch::ScalarType input) {
+  if (input == torch::kDouble) return torch::kDouble;
+  if (c10::isFloatingType(input)) return torch::kFloat;
+  return input;
+}
+
+void check_reduce_scatter(const torch::Tensor& input, const torch::Tensor& output, int size) {
+  const char* op = "reduce_scatter_sum";
+  ZOFF_CHECK(input.numel() == output.numel() * size, op, ": input has ", input.numel(),
+             " elements but needs size() * output.numel() = ", size, " * ", output.numel(), " = ",
+             output.numel() * size);
+  const auto dtype = input.scalar_type();
+  const auto acc = accumulate_dtype(dtype);
+  // 16-bit floats only travel; the sum itself runs in fp32.
+  if (dtype != torch::kBFloat16 && dtype != torch::kHalf) check_reducible(dtype, op);
+  ZOFF_CHECK(output.scalar_type() == input.scalar_type() || output.scalar_type() == acc, op,
+             ": output dtype ", output.scalar_type(), " must be the input's (", input.scalar_type(),
+             ") or the accumulation dtype (", acc, ")");
+}
+
+void check_all_gather(const torch::Tensor& input, const torch::Tensor& output, int size) {
+  const char* op = "all_gather";
+  ZOFF_CHECK(output.numel() == input.numel() * size, op, ": output has ", output.numel(),
+             " elements but needs size() * input.numel() = ", size, " * ", input.numel(), " = ",
+             input.numel() * size);
+  ZOFF_CHECK(output.scalar_type() == input.scalar_type(), op, ": output dtype ",
+             output.scalar_type(), " differs from input dtype ", input.scalar_type());
+}
+
+void check_root(int root, int size, const char* op) {
+  ZOFF_CHECK(root >= 0 && root < size, op, ": root ", root, " is not a rank of a world of ", size);
+}
+
+void sum_in_rank_order(const torch::Tensor& chunks, int size, torch::Tensor output) {
+  const int64_t n = output.numel();
+  const auto acc_dtype = accumulate_dtype(chunks.scalar_type());
+  auto rows = chunks.view({size, n});
+  // Accumulate straight into the output when it already has the accumulate dtype; else in a
+  // temporary (n elements) that is rounded once into the 16-bit output at the end.
+  torch::Tensor acc = output.scalar_type() == acc_dtype
+                          ? output
+                          : torch::empty({n}, output.options().dtype(acc_dtype));
+  acc.copy_(rows[0]);
+  for (int r = 1; r < size; ++r) acc.add_(rows[r]);
+  if (!acc.is_same(output)) output.copy_(acc);
+}
+
+}  // namespace zoff::dist

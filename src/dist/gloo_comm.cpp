@@ -1,0 +1,326 @@
+// GlooComm: TCPStore rendezvous, ProcessGroupGloo collectives, and a reduce-scatter built from
+// alltoall.
+#include "zoff/dist/gloo_comm.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "collective_checks.h"
+#include "completed_work.h"
+#include "zoff/core/error.h"
+
+namespace zoff::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The first line of an exception's message: c10 errors append a C++ backtrace.
+std::string first_line(const std::exception& e) {
+  std::string text;
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    text = c10_error->what_without_backtrace();
+  } else {
+    text = e.what();
+  }
+  const auto newline = text.find('\n');
+  return newline == std::string::npos ? text : text.substr(0, newline);
+}
+
+// The local address this host would use to reach `host` (no packet is sent: a UDP connect
+// only picks a route). Empty if `host` does not resolve.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return "";
+  std::string local;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in self{};
+    socklen_t len = sizeof(self);
+    char text[INET_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0 &&
+        inet_ntop(AF_INET, &self.sin_addr, text, sizeof(text)) != nullptr) {
+      local = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return local;
+}
+
+// Which network interface Gloo binds: GLOO_SOCKET_IFNAME if the user named one (PyTorch's
+// convention), else the address on the route to the master. createDefaultDevice alone would
+// bind whatever the hostname resolves to, which on Debian is often 127.0.1.1 and unreachable
+// from other nodes.
+std::shared_ptr<::gloo::transport::Device> make_device(const WorldInfo& world) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname) {
+    return ::c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  }
+  const std::string local = local_address_towards(world.master_addr, world.master_port);
+  if (!local.empty()) return ::c10d::ProcessGroupGloo::createDeviceForHostname(local);
+  return ::c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+std::string endpoint(const WorldInfo& world) {
+  return detail::concat(world.master_addr, ":", world.master_port);
+}
+
+c10::intrusive_ptr<::c10d::TCPStore> connect_store(const WorldInfo& world,
+                                                   std::chrono::milliseconds timeout) {
+  ::c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(world.master_port);
+  options.isServer = world.rank == 0;
+  options.waitWorkers = false;  // arrivals are counted below, so a timeout can say how many came
+  options.timeout = timeout;
+  try {
+    return c10::make_intrusive<::c10d::TCPStore>(world.master_addr, options);
+  } catch (const std::exception& e) {
+    throw Error(detail::concat(
+        "rendezvous at ", endpoint(world), " failed: rank ", world.rank,
+        world.rank == 0 ? " could not host the store" : " could not reach the store of rank 0",
+        " within ", timeout.count(), " ms (", first_line(e), ")"));
+  }
+}
+
+// Every rank checks in under its own key (a second process with the same RANK is caught here)
+// and then polls the arrival count until all world_size ranks are in or the deadline passes.
+void wait_for_ranks(::c10d::Store& store, const WorldInfo& world, std::chrono::milliseconds timeout,
+                    Clock::time_point deadline) {
+  int64_t arrived = 0;
+  try {
+    const int64_t claims = store.add(detail::concat("zoff/rank/", world.rank), 1);
+    if (claims != 1) {
+      throw UsageError(detail::concat("rendezvous at ", endpoint(world), ": RANK=", world.rank,
+                                      " was claimed by ", claims, " processes"));
+    }
+    arrived = store.add("zoff/arrived", 1);
+    while (arrived < world.world_size && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      arrived = store.add("zoff/arrived", 0);
+    }
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(detail::concat("rendezvous at ", endpoint(world), " failed: rank ", world.rank,
+                               " lost the store (", first_line(e), ")"));
+  }
+  if (arrived < world.world_size) {
+    throw Error(detail::concat("rendezvous at ", endpoint(world), " timed out after ",
+                               timeout.count(), " ms: ", arrived, " of ", world.world_size,
+                               " ranks arrived (this is rank ", world.rank, ")"));
+  }
+}
+
+// Wraps a c10d Work: wait() bounds the wait by the communicator's timeout and turns every
+// failure into a zoff::Error naming the collective; `finish` (the local half of a composite
+// collective) runs once, after the communication succeeded.
+class GlooWork final : public Work {
+ public:
+  GlooWork(c10::intrusive_ptr<::c10d::Work> work, std::string context,
+           std::chrono::milliseconds timeout, std::function<void()> finish = {})
+      : work_(std::move(work)),
+        context_(std::move(context)),
+        timeout_(timeout),
+        finish_(std::move(finish)) {}
+
+  void wait() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!finished_) complete();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  // Non-blocking: once the communication is over, the local part (a sum over size * n
+  // elements at most) runs here so that a true answer means the output is ready.
+  bool done() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (finished_) return true;
+    if (!work_->isCompleted()) return false;
+    complete();
+    return true;
+  }
+
+ private:
+  void complete() {
+    try {
+      work_->wait(timeout_);
+      if (finish_) finish_();
+    } catch (const std::exception& e) {
+      const std::string reason = first_line(e);
+      // c10d's own bounded wait says "Operation timed out!"; Gloo's transport says
+      // "Timed out waiting ..." when a peer never shows up.
+      if (reason.find("imed out") != std::string::npos) {
+        error_ = std::make_exception_ptr(
+            Error(detail::concat(context_, " timed out after ", timeout_.count(),
+                                 " ms (a peer stopped or never called it): ", reason)));
+      } else {
+        error_ = std::make_exception_ptr(Error(
+            detail::concat(context_, " failed (timeout ", timeout_.count(), " ms): ", reason)));
+      }
+    }
+    finished_ = true;
+    work_.reset();  // drops c10d's references to the tensors
+  }
+
+  std::mutex mutex_;
+  c10::intrusive_ptr<::c10d::Work> work_;
+  std::string context_;
+  std::chrono::milliseconds timeout_;
+  std::function<void()> finish_;
+  bool finished_ = false;
+  std::exception_ptr error_;
+};
+
+// Raw bytes of a flat tensor: Gloo moves uint8 for every dtype, bf16 and bool included.
+torch::Tensor bytes_of(const torch::Tensor& flat) { return flat.view(torch::kByte); }
+
+}  // namespace
+
+struct GlooComm::Group {
+  c10::intrusive_ptr<::c10d::TCPStore> store;
+  c10::intrusive_ptr<::c10d::ProcessGroupGloo> pg;
+
+  std::string context(const char* op) const {
+    return detail::concat(op, " (gloo, rank ", pg->getRank(), " of ", pg->getSize(), ")");
+  }
+
+  // Issues a collective; errors raised while issuing (argument checks inside c10d) become
+  // zoff::Error too.
+  WorkPtr issue(const char* op, std::chrono::milliseconds timeout,
+                const std::function<c10::intrusive_ptr<::c10d::Work>()>& start,
+                std::function<void()> finish = {}) {
+    c10::intrusive_ptr<::c10d::Work> work;
+    try {
+      work = start();
+    } catch (const std::exception& e) {
+      throw Error(detail::concat(context(op), " could not start: ", first_line(e)));
+    }
+    return std::make_shared<GlooWork>(std::move(work), context(op), timeout, std::move(finish));
+  }
+};
+
+GlooComm::GlooComm(const WorldInfo& world, std::chrono::milliseconds timeout)
+    : group_(std::make_unique<Group>()),
+      rank_(world.rank),
+      size_(world.world_size),
+      timeout_(timeout) {
+  ZOFF_CHECK_ARG(world.world_size >= 1 && world.rank >= 0 && world.rank < world.world_size,
+                 "GlooComm: rank ", world.rank, " is not in a world of ", world.world_size);
+  ZOFF_CHECK_ARG(world.master_port >= 1 && world.master_port <= 65535, "GlooComm: master port ",
+                 world.master_port, " is not in [1, 65535]");
+  const auto deadline = Clock::now() + timeout;
+  group_->store = connect_store(world, timeout);
+  wait_for_ranks(*group_->store, world, timeout, deadline);
+  try {
+    auto options = ::c10d::ProcessGroupGloo::Options::create(timeout);
+    options->devices.push_back(make_device(world));
+    auto store = c10::make_intrusive<::c10d::PrefixStore>("zoff/gloo", group_->store);
+    group_->pg =
+        c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank_, size_, std::move(options));
+  } catch (const std::exception& e) {
+    throw Error(detail::concat("rendezvous at ", endpoint(world), " failed: rank ", rank_,
+                               " could not connect the Gloo mesh within ", timeout.count(), " ms (",
+                               first_line(e), ")"));
+  }
+  // Native reduce_scatter, if this c10d has one for Gloo. 1.13 refuses while issuing, before
+  // any message is sent, so every rank takes the same branch without talking.
+  try {
+    auto input = torch::ones({size_});
+    auto output = torch::zeros({1});
+    std::vector<at::Tensor> outputs{output};
+    std::vector<std::vector<at::Tensor>> inputs(1);
+    for (int r = 0; r < size_; ++r) inputs[0].push_back(input.narrow(0, r, 1));
+    group_->pg->reduce_scatter(outputs, inputs)->wait(timeout);
+    native_reduce_scatter_ = output.item<float>() == static_cast<float>(size_);
+  } catch (const std::exception&) {
+    native_reduce_scatter_ = false;
+  }
+}
+
+GlooComm::~GlooComm() = default;
+
+WorkPtr GlooComm::all_reduce_sum(torch::Tensor tensor) {
+  auto flat = flat_view(tensor, "all_reduce_sum", "tensor");
+  check_reducible(flat.scalar_type(), "all_reduce_sum");
+  if (flat.numel() == 0) return std::make_shared<CompletedWork>();
+  return group_->issue("all_reduce_sum", timeout_, [&] {
+    std::vector<at::Tensor> tensors{flat};
+    return group_->pg->allreduce(tensors);
+  });
+}
+
+WorkPtr GlooComm::reduce_scatter_sum(torch::Tensor input, torch::Tensor output) {
+  auto in = flat_view(input, "reduce_scatter_sum", "input");
+  auto out = flat_view(output, "reduce_scatter_sum", "output");
+  check_reduce_scatter(in, out, size_);
+  const int64_t n = out.numel();
+  if (n == 0) return std::make_shared<CompletedWork>();
+  const bool native_dtype =
+      (in.scalar_type() == torch::kFloat || in.scalar_type() == torch::kDouble) &&
+      out.scalar_type() == in.scalar_type();
+  if (native_reduce_scatter_ && native_dtype) {
+    return group_->issue("reduce_scatter_sum", timeout_, [&] {
+      std::vector<at::Tensor> outputs{out};
+      std::vector<std::vector<at::Tensor>> inputs{std::vector<at::Tensor>(in.split(n))};
+      return group_->pg->reduce_scatter(outputs, inputs);
+    });
+  }
+  // Rank r sends chunk r of its input to rank r and receives one chunk of n elements from
+  // every rank, in rank order: received = [size, n] in the input's dtype.
+  auto received = torch::empty({size_ * n}, in.options());
+  const int size = size_;
+  return group_->issue(
+      "reduce_scatter_sum", timeout_,
+      [&] {
+        auto send_bytes = bytes_of(in);
+        auto receive_bytes = bytes_of(received);
+        std::vector<int64_t> equal_split;  // empty: size equal chunks
+        return group_->pg->alltoall_base(receive_bytes, send_bytes, equal_split, equal_split);
+      },
+      [received, out, size] { sum_in_rank_order(received, size, out); });
+}
+
+WorkPtr GlooComm::all_gather(torch::Tensor input, torch::Tensor output) {
+  auto in = flat_view(input, "all_gather", "input");
+  auto out = flat_view(output, "all_gather", "output");
+  check_all_gather(in, out, size_);
+  if (in.numel() == 0) return std::make_shared<CompletedWork>();
+  return group_->issue("all_gather", timeout_, [&] {
+    // Gloo writes each rank's bytes straight into its slot of `output` (views, no gather
+    // buffer of ours); it copies the input first, so the input may be this rank's own slot.
+    auto slots = bytes_of(out).view({size_, -1});
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < size_; ++r) outputs[0].push_back(slots[r]);
+    std::vector<at::Tensor> inputs{bytes_of(in)};
+    return group_->pg->allgather(outputs, inputs);
+  });
+}
+
+WorkPtr GlooComm::broadcast(torch::Tensor tensor, int root) {
+  auto flat = flat_view(tensor, "broadcast", "tensor");
+  check_root(root, size_, "broadcast");
+  if (flat.numel() == 0) return std::make_shared<CompletedWork>();
+  return group_->issue("broadcast", timeout_, [&] {
+    std::vector<at::Tensor> tensors{bytes_of(flat)};
+    ::c10d::BroadcastOptions options;
+    options.rootRank = root;
+    return group_->pg->broadcast(tensors, options);
+  });
+}
+
+void GlooComm::barrier() {
+  group_->issue("barrier", timeout_, [&] { return group_->pg->barrier(); })->wait();
+}
+
+}  // namespace zoff::dist

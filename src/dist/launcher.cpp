@@ -1,0 +1,429 @@
+// The local half of `zoff launch`: fork/exec the ranks, relay their output by line, stop them all
+// on failure.
+#include "zoff/dist/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "zoff/core/error.h"
+#include "zoff/dist/free_port.h"
+
+extern char** environ;
+
+namespace zoff::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A forwarded signal the launcher received (SIGINT/SIGTERM), 0 if none since last look.
+volatile std::sig_atomic_t g_received_signal = 0;
+extern "C" void remember_signal(int signo) { g_received_signal = signo; }
+
+// Installs the launcher's signal handling for the lifetime of launch() and restores the
+// caller's afterwards. SIGPIPE is ignored so a closed stdout is a write error, not death.
+class SignalScope {
+ public:
+  SignalScope() {
+    struct sigaction action {};
+    action.sa_handler = remember_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &old_pipe_);
+    g_received_signal = 0;
+  }
+  ~SignalScope() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGPIPE, &old_pipe_, nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+  struct sigaction old_pipe_ {};
+};
+
+std::string signal_name(int signo) {
+  const char* abbrev = sigabbrev_np(signo);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "an unknown signal";
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return detail::concat("exited with code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return detail::concat("was killed by signal ", WTERMSIG(status), " (",
+                          signal_name(WTERMSIG(status)), ")");
+  }
+  return detail::concat("ended with wait status ", status);
+}
+
+bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+// Writes everything unless the destination is gone (EPIPE, ...): the ranks' output is then
+// dropped rather than blocking or killing the launcher.
+void write_all(int fd, const std::string& text) {
+  size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    written += static_cast<size_t>(n);
+  }
+}
+
+// One output stream of one rank: a pipe and the bytes after its last newline.
+struct RankStream {
+  int fd = -1;       // read end, -1 once closed
+  int dest_fd = -1;  // launcher's stdout or stderr
+  std::string pending;
+};
+
+// A line longer than this without '\n' is passed on in pieces, so memory stays bounded.
+constexpr size_t kMaxPendingBytes = 64 * 1024;
+
+// Moves every complete line of `stream.pending` to its destination with the prefix; at EOF
+// also the unterminated rest, completed with '\n'.
+void relay_lines(RankStream& stream, const std::string& prefix, bool at_eof) {
+  std::string out;
+  size_t begin = 0;
+  while (true) {
+    const size_t newline = stream.pending.find('\n', begin);
+    if (newline == std::string::npos) break;
+    out += prefix;
+    out.append(stream.pending, begin, newline + 1 - begin);
+    begin = newline + 1;
+  }
+  stream.pending.erase(0, begin);
+  if (!stream.pending.empty() && (at_eof || stream.pending.size() >= kMaxPendingBytes)) {
+    out += prefix + stream.pending + "\n";
+    stream.pending.clear();
+  }
+  if (!out.empty()) write_all(stream.dest_fd, out);
+}
+
+struct RankProcess {
+  int rank = 0;    // global rank
+  pid_t pid = -1;  // also its process group id
+  bool running = false;
+  int status = 0;
+  RankStream out, err;
+};
+
+// argv/envp as the NULL-terminated arrays execve takes, built before fork so the child only
+// makes async-signal-safe calls.
+struct ExecArgs {
+  std::vector<std::string> storage;
+  std::vector<char*> pointers;
+  explicit ExecArgs(std::vector<std::string> strings) : storage(std::move(strings)) {
+    for (auto& s : storage) pointers.push_back(s.data());
+    pointers.push_back(nullptr);
+  }
+};
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// In the child: own process group, pipes as stdout/stderr, /dev/null as stdin, default
+// signal handling, then the program. Only async-signal-safe calls.
+[[noreturn]] void exec_rank(const std::string& path, ExecArgs& argv, ExecArgs& envp, int out_fd,
+                            int err_fd, int null_fd) {
+  setpgid(0, 0);
+  dup2(null_fd, STDIN_FILENO);
+  dup2(out_fd, STDOUT_FILENO);
+  dup2(err_fd, STDERR_FILENO);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  for (int signo : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD}) sigaction(signo, &default_action, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execve(path.c_str(), argv.pointers.data(), envp.pointers.data());
+  const char message[] = "zoff launch: execve failed\n";
+  ssize_t ignored = ::write(STDERR_FILENO, message, sizeof(message) - 1);
+  (void)ignored;
+  _exit(127);
+}
+
+void signal_groups(const std::vector<RankProcess>& ranks, int signo) {
+  for (const auto& r : ranks) {
+    if (r.pid > 0) kill(-r.pid, signo);  // ESRCH for an empty group is fine
+  }
+}
+
+// Why the launcher stopped the job early, if it did.
+enum class StopReason { kNone, kRankFailed, kTimedOut, kInterrupted };
+
+}  // namespace
+
+void LaunchOptions::validate() const {
+  ZOFF_CHECK_ARG(nproc_per_node >= 1 && nproc_per_node <= 1024, "launch: -n ", nproc_per_node,
+                 " must be in [1, 1024]");
+  ZOFF_CHECK_ARG(nnodes >= 1, "launch: --nnodes ", nnodes, " must be at least 1");
+  ZOFF_CHECK_ARG(node_rank >= 0 && node_rank < nnodes, "launch: --node-rank ", node_rank,
+                 " must be in [0, --nnodes ", nnodes, ")");
+  ZOFF_CHECK_ARG(!master_addr.empty(), "launch: --master-addr is empty");
+  ZOFF_CHECK_ARG(master_port >= 0 && master_port <= 65535, "launch: --master-port ", master_port,
+                 " must be in [0, 65535]");
+  ZOFF_CHECK_ARG(master_port != 0 || nnodes == 1, "launch: --master-port 0 (pick a free port) ",
+                 "only works on one node; with --nnodes ", nnodes,
+                 " every node needs the same explicit port");
+  ZOFF_CHECK_ARG(threads_per_rank >= 0, "launch: --threads-per-rank ", threads_per_rank,
+                 " must be >= 0 (0: share the cores)");
+  ZOFF_CHECK_ARG(timeout_seconds >= 0, "launch: --timeout ", timeout_seconds,
+                 " must be >= 0 (0: no limit)");
+  ZOFF_CHECK_ARG(grace_seconds >= 0, "launch: --grace ", grace_seconds, " must be >= 0");
+  ZOFF_CHECK_ARG(!command.empty() && !command[0].empty(),
+                 "launch: no command given; usage: zoff launch -n N -- COMMAND [ARGS...]");
+}
+
+std::vector<std::string> rank_environment(const LaunchOptions& options, int local_rank,
+                                          int master_port, int threads,
+                                          const std::vector<std::string>& base) {
+  const std::vector<std::pair<std::string, std::string>> ours = {
+      {"RANK", std::to_string(options.node_rank * options.nproc_per_node + local_rank)},
+      {"WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(master_port)},
+      {"OMP_NUM_THREADS", std::to_string(threads)},
+      {"ZOFF_NUM_THREADS", std::to_string(threads)},
+  };
+  std::set<std::string> names;
+  for (const auto& [name, value] : ours) names.insert(name);
+  std::vector<std::string> env;
+  for (const auto& entry : base) {
+    if (names.count(entry.substr(0, entry.find('='))) == 0) env.push_back(entry);
+  }
+  for (const auto& [name, value] : ours) env.push_back(name + "=" + value);
+  return env;
+}
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+int set_torch_threads_from_env() {
+  const char* text = std::getenv("ZOFF_NUM_THREADS");
+  if (text == nullptr) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long threads = std::strtol(text, &end, 10);
+  ZOFF_CHECK_ARG(*text != '\0' && *end == '\0' && errno == 0 && threads >= 1 && threads <= 4096,
+                 "ZOFF_NUM_THREADS='", text, "' is not a thread count in [1, 4096]");
+  torch::set_num_threads(static_cast<int>(threads));
+  return static_cast<int>(threads);
+}
+
+std::string resolve_command(const std::string& program) {
+  auto executable = [](const std::string& path) {
+    struct stat info {};
+    return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+           access(path.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    ZOFF_CHECK_ARG(executable(program), "launch: command not found or not executable: '", program,
+                   "'");
+    return program;
+  }
+  const char* path_env = std::getenv("PATH");
+  const std::string search = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  size_t begin = 0;
+  while (begin <= search.size()) {
+    size_t end = search.find(':', begin);
+    if (end == std::string::npos) end = search.size();
+    const std::string dir = end > begin ? search.substr(begin, end - begin) : ".";
+    const std::string candidate = dir + "/" + program;
+    if (executable(candidate)) return candidate;
+    begin = end + 1;
+  }
+  throw UsageError(detail::concat("launch: command not found: '", program, "' (searched PATH)"));
+}
+
+int launch(const LaunchOptions& options) {
+  options.validate();
+  const std::string path = resolve_command(options.command[0]);
+  const int port = options.master_port != 0 ? options.master_port : pick_free_port();
+  const int threads = options.threads_per_rank > 0
+                          ? options.threads_per_rank
+                          : std::max(1, available_cores() / options.nproc_per_node);
+  std::vector<std::string> base_env;
+  for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
+
+  SignalScope signals;
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ZOFF_CHECK(null_fd >= 0, "launch: cannot open /dev/null: ", std::strerror(errno));
+  std::vector<RankProcess> ranks(options.nproc_per_node);
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    RankProcess& r = ranks[local];
+    r.rank = options.node_rank * options.nproc_per_node + local;
+    ExecArgs argv(options.command);
+    ExecArgs envp(rank_environment(options, local, port, threads, base_env));
+    int out_pipe[2], err_pipe[2];
+    const bool piped = pipe2(out_pipe, O_CLOEXEC) == 0 && pipe2(err_pipe, O_CLOEXEC) == 0;
+    const pid_t pid = piped ? fork() : -1;
+    if (pid == 0) exec_rank(path, argv, envp, out_pipe[1], err_pipe[1], null_fd);
+    const int saved_errno = errno;
+    if (pid < 0) {
+      signal_groups(ranks, SIGKILL);
+      for (auto& started : ranks) {
+        if (started.pid > 0) waitpid(started.pid, nullptr, 0);
+        close_fd(started.out.fd);
+        close_fd(started.err.fd);
+      }
+      close(null_fd);
+      throw Error(detail::concat("launch: could not start rank ", r.rank, ": ",
+                                 std::strerror(saved_errno)));
+    }
+    setpgid(pid, pid);  // also done by the child: whichever runs first, no race with kill()
+    r.pid = pid;
+    r.running = true;
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    r.out = {out_pipe[0], STDOUT_FILENO, {}};
+    r.err = {err_pipe[0], STDERR_FILENO, {}};
+  }
+  close(null_fd);
+
+  const auto grace = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options.grace_seconds));
+  const auto never = Clock::time_point::max();
+  const auto job_deadline =
+      options.timeout_seconds > 0
+          ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(options.timeout_seconds))
+          : never;
+  StopReason reason = StopReason::kNone;
+  const RankProcess* failed = nullptr;
+  int received = 0;
+  auto kill_at = never;      // when the ranks still alive after SIGTERM get SIGKILL
+  auto drain_until = never;  // after the last rank exited: how long its pipes may stay open
+  bool others_running_at_stop = false;
+  auto begin_stop = [&](StopReason why, int signo) {
+    reason = why;
+    others_running_at_stop =
+        std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.running; });
+    signal_groups(ranks, signo);
+    kill_at = Clock::now() + grace;
+  };
+
+  std::vector<char> buffer(64 * 1024);
+  while (true) {
+    for (auto& r : ranks) {
+      if (!r.running) continue;
+      int status = 0;
+      if (waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
+      r.running = false;
+      r.status = status;
+      if (!succeeded(status) && reason == StopReason::kNone) {
+        failed = &r;
+        begin_stop(StopReason::kRankFailed, SIGTERM);
+      }
+    }
+    if (const int signo = g_received_signal; signo != 0) {
+      g_received_signal = 0;
+      if (reason == StopReason::kNone) {
+        received = signo;
+        begin_stop(StopReason::kInterrupted, signo);
+      } else {
+        signal_groups(ranks, signo);
+      }
+    }
+    const auto now = Clock::now();
+    if (reason == StopReason::kNone && now >= job_deadline)
+      begin_stop(StopReason::kTimedOut, SIGTERM);
+    if (now >= kill_at) {
+      signal_groups(ranks, SIGKILL);
+      kill_at = never;
+    }
+    const bool any_running =
+        std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.running; });
+    std::vector<pollfd> fds;
+    std::vector<std::pair<RankStream*, const RankProcess*>> streams;
+    for (auto& r : ranks) {
+      for (RankStream* s : {&r.out, &r.err}) {
+        if (s->fd < 0) continue;
+        fds.push_back({s->fd, POLLIN, 0});
+        streams.emplace_back(s, &r);
+      }
+    }
+    if (!any_running) {
+      // A rank's own children may keep its pipes open after it exited: wait for them only so
+      // long (the grace period; briefly when the job is being stopped anyway).
+      if (drain_until == never) {
+        drain_until = now + (reason == StopReason::kNone ? grace : std::chrono::milliseconds(500));
+      }
+      if (fds.empty() || now >= drain_until) break;
+    }
+    // Children are reaped by polling, so wake up at least every 20 ms.
+    const int ready = poll(fds.data(), fds.size(), 20);
+    if (ready <= 0) continue;  // timeout or EINTR (a signal): look at everything again
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto& [stream, rank] = streams[i];
+      const std::string prefix = detail::concat("[rank ", rank->rank, "] ");
+      const ssize_t n = ::read(stream->fd, buffer.data(), buffer.size());
+      if (n > 0) {
+        stream->pending.append(buffer.data(), static_cast<size_t>(n));
+        relay_lines(*stream, prefix, false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        relay_lines(*stream, prefix, true);
+        close_fd(stream->fd);
+      }
+    }
+  }
+  for (auto& r : ranks) {
+    for (RankStream* s : {&r.out, &r.err}) {
+      relay_lines(*s, detail::concat("[rank ", r.rank, "] "), true);
+      close_fd(s->fd);
+    }
+  }
+  if (reason != StopReason::kNone) signal_groups(ranks, SIGKILL);  // stragglers in the groups
+
+  const std::string stopped = others_running_at_stop ? "; stopped the other ranks" : "";
+  switch (reason) {
+    case StopReason::kNone:
+      return 0;
+    case StopReason::kRankFailed:
+      write_all(STDERR_FILENO, detail::concat("zoff launch: rank ", failed->rank, " ",
+                                              describe_exit(failed->status), stopped, "\n"));
+      return 1;
+    case StopReason::kTimedOut:
+      write_all(STDERR_FILENO, detail::concat("zoff launch: the job ran past --timeout ",
+                                              options.timeout_seconds, " s; stopped the ranks\n"));
+      return 124;
+    case StopReason::kInterrupted:
+      write_all(STDERR_FILENO, detail::concat("zoff launch: got ", signal_name(received),
+                                              "; forwarded it to the ranks and stopped them\n"));
+      return 128 + received;
+  }
+  return 1;
+}
+
+}  // namespace zoff::dist

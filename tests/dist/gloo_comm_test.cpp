@@ -1,0 +1,333 @@
+// GlooComm collectives on 1-3 ranks (threads on loopback) against sums computed here, plus
+// timeouts.
+#include "zoff/dist/gloo_comm.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "rank_threads.h"
+#include "zoff/core/error.h"
+
+namespace zoff::dist {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::message_of;
+using testing::run_ranks;
+using testing::run_ranks_ok;
+
+// fp32 sums of up to 3 terms in another order differ by a few ulps of the largest term.
+constexpr double kSumRtol = 1e-6;
+constexpr double kSumAtol = 1e-6;
+
+const int kWorldSizes[] = {1, 2, 3};
+const int64_t kCounts[] = {1, 7, 1001};  // elements per rank: a single one, odd, larger and odd
+
+// Rank r's data for a test: distinct per rank, seeded so every run sees the same numbers.
+torch::Tensor rank_data(int rank, int64_t numel, torch::ScalarType dtype) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1000 + rank * 7919 + numel);
+  if (c10::isFloatingType(dtype)) return torch::randn({numel}, gen).to(dtype);
+  if (dtype == torch::kBool) return torch::randint(0, 2, {numel}, gen).to(dtype);
+  return torch::randint(-1000, 1000, {numel}, gen).to(dtype);
+}
+
+TEST(GlooComm, AllReduceSumMatchesSumOfRankInputs) {
+  for (int world : kWorldSizes) {
+    for (int64_t n : kCounts) {
+      for (auto dtype : {torch::kFloat, torch::kDouble, torch::kInt, torch::kLong}) {
+        std::vector<torch::Tensor> results(world);
+        auto reference = torch::zeros({n}, torch::kDouble);
+        for (int r = 0; r < world; ++r) reference += rank_data(r, n, dtype).to(torch::kDouble);
+        run_ranks_ok(world, [&](Comm& comm, int rank) {
+          auto t = rank_data(rank, n, dtype);
+          comm.all_reduce_sum(t)->wait();
+          results[rank] = t;
+        });
+        for (int r = 0; r < world; ++r) {
+          SCOPED_TRACE(::testing::Message()
+                       << "world " << world << " n " << n << " dtype " << dtype << " rank " << r);
+          ASSERT_TRUE(results[r].defined());
+          EXPECT_TRUE(
+              torch::allclose(results[r].to(torch::kDouble), reference, kSumRtol, kSumAtol));
+          EXPECT_TRUE(torch::equal(results[r], results[0])) << "ranks disagree bitwise";
+        }
+      }
+    }
+  }
+}
+
+// The left-to-right fp32 sum of chunk `chunk` over ranks: what reduce_scatter_sum promises bit
+// for bit, computed here with plain tensor arithmetic.
+torch::Tensor rank_order_sum(const std::vector<torch::Tensor>& inputs, int chunk, int64_t n) {
+  auto sum = inputs[0].narrow(0, chunk * n, n).to(torch::kFloat);
+  for (size_t r = 1; r < inputs.size(); ++r)
+    sum = sum + inputs[r].narrow(0, chunk * n, n).to(torch::kFloat);
+  return sum;
+}
+
+TEST(GlooComm, ReduceScatterSumIsTheRankOrderSumOnEveryRank) {
+  for (int world : kWorldSizes) {
+    for (int64_t n : kCounts) {
+      for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+        std::vector<torch::Tensor> inputs;
+        for (int r = 0; r < world; ++r) inputs.push_back(rank_data(r, world * n, dtype));
+        std::vector<torch::Tensor> first(world), second(world), gathered(world);
+        run_ranks_ok(world, [&](Comm& comm, int rank) {
+          for (auto* out : {&first, &second}) {
+            auto output = torch::full({n}, -1.0f);  // fp32 output even for bf16 input
+            comm.reduce_scatter_sum(inputs[rank].clone(), output)->wait();
+            (*out)[rank] = output;
+          }
+          auto all = torch::empty({world * n});
+          comm.all_gather(first[rank], all)->wait();
+          gathered[rank] = all;
+        });
+        for (int r = 0; r < world; ++r) {
+          SCOPED_TRACE(::testing::Message()
+                       << "world " << world << " n " << n << " dtype " << dtype << " rank " << r);
+          auto exact = rank_order_sum(inputs, r, n);
+          EXPECT_TRUE(torch::equal(first[r], exact)) << "not the left-to-right fp32 sum";
+          EXPECT_TRUE(torch::equal(second[r], first[r])) << "two runs differ";
+          // Independent of the order: torch's own sum over the stacked inputs in fp64.
+          auto stacked = torch::stack(inputs).to(torch::kDouble).narrow(1, r * n, n);
+          EXPECT_TRUE(
+              torch::allclose(first[r].to(torch::kDouble), stacked.sum(0), kSumRtol, kSumAtol));
+          EXPECT_TRUE(torch::equal(gathered[r], gathered[0])) << "ranks disagree bitwise";
+        }
+      }
+    }
+  }
+}
+
+TEST(GlooComm, ReduceScatterIntoBf16OutputRoundsTheFp32Sum) {
+  const int world = 2;
+  const int64_t n = 7;
+  std::vector<torch::Tensor> inputs;
+  for (int r = 0; r < world; ++r) inputs.push_back(rank_data(r, world * n, torch::kBFloat16));
+  std::vector<torch::Tensor> results(world);
+  run_ranks_ok(world, [&](Comm& comm, int rank) {
+    auto output = torch::empty({n}, torch::kBFloat16);
+    comm.reduce_scatter_sum(inputs[rank], output)->wait();
+    results[rank] = output;
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_TRUE(torch::equal(results[r], rank_order_sum(inputs, r, n).to(torch::kBFloat16)));
+  }
+}
+
+TEST(GlooComm, AllGatherPlacesEachRanksBytesInItsSlot) {
+  for (int world : kWorldSizes) {
+    for (int64_t n : kCounts) {
+      for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf, torch::kDouble,
+                         torch::kLong, torch::kBool}) {
+        std::vector<torch::Tensor> results(world);
+        run_ranks_ok(world, [&](Comm& comm, int rank) {
+          auto output = torch::zeros({world * n}, dtype);
+          comm.all_gather(rank_data(rank, n, dtype), output)->wait();
+          results[rank] = output;
+        });
+        std::vector<torch::Tensor> parts;
+        for (int r = 0; r < world; ++r) parts.push_back(rank_data(r, n, dtype));
+        const auto expected = torch::cat(parts);
+        for (int r = 0; r < world; ++r) {
+          SCOPED_TRACE(::testing::Message()
+                       << "world " << world << " n " << n << " dtype " << dtype << " rank " << r);
+          EXPECT_TRUE(torch::equal(results[r], expected));
+        }
+      }
+    }
+  }
+}
+
+TEST(GlooComm, AllGatherAcceptsTheOwnSlotOfTheOutputAsInput) {
+  // The engine gathers 16-bit shards into a flat buffer whose own slot already holds the shard.
+  const int world = 3;
+  const int64_t n = 1001;
+  std::vector<torch::Tensor> results(world);
+  run_ranks_ok(world, [&](Comm& comm, int rank) {
+    auto flat = torch::zeros({world * n}, torch::kBFloat16);
+    flat.narrow(0, rank * n, n).copy_(rank_data(rank, n, torch::kBFloat16));
+    comm.all_gather(flat.narrow(0, rank * n, n), flat)->wait();
+    results[rank] = flat;
+  });
+  std::vector<torch::Tensor> parts;
+  for (int r = 0; r < world; ++r) parts.push_back(rank_data(r, n, torch::kBFloat16));
+  for (int r = 0; r < world; ++r) EXPECT_TRUE(torch::equal(results[r], torch::cat(parts)));
+}
+
+TEST(GlooComm, BroadcastCopiesTheRootsTensorToEveryRank) {
+  for (int world : kWorldSizes) {
+    for (int root : {0, world - 1}) {
+      for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kInt}) {
+        const int64_t n = 7;
+        std::vector<torch::Tensor> results(world);
+        run_ranks_ok(world, [&](Comm& comm, int rank) {
+          auto t = rank_data(rank, n, dtype);
+          comm.broadcast(t, root)->wait();
+          results[rank] = t;
+        });
+        for (int r = 0; r < world; ++r) {
+          SCOPED_TRACE(::testing::Message() << "world " << world << " root " << root << " rank "
+                                            << r << " dtype " << dtype);
+          EXPECT_TRUE(torch::equal(results[r], rank_data(root, n, dtype)));
+        }
+      }
+    }
+  }
+}
+
+TEST(GlooComm, BarrierWaitsForTheSlowestRank) {
+  constexpr auto kDelay = milliseconds(400);
+  std::vector<double> waited_ms(2);
+  run_ranks_ok(2, [&](Comm& comm, int rank) {
+    if (rank == 1) std::this_thread::sleep_for(kDelay);
+    const auto start = std::chrono::steady_clock::now();
+    comm.barrier();
+    waited_ms[rank] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  });
+  // Rank 0 reached the barrier ~400 ms before rank 1 (minus the time rank 1 spent getting there).
+  EXPECT_GT(waited_ms[0], 200.0);
+}
+
+TEST(GlooComm, DoneTurnsTrueWithoutWaitAndThenWaitReturnsTheResult) {
+  std::vector<torch::Tensor> results(2);
+  run_ranks_ok(2, [&](Comm& comm, int rank) {
+    auto input = torch::full({2 * 5}, static_cast<float>(rank + 1));
+    auto output = torch::zeros({5});
+    auto work = comm.reduce_scatter_sum(input, output);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!work->done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    EXPECT_TRUE(work->done());
+    results[rank] = output.clone();  // done() promises the output is ready before wait()
+    work->wait();
+  });
+  for (auto& r : results) EXPECT_TRUE(torch::equal(r, torch::full({5}, 3.0f)));
+}
+
+TEST(GlooComm, ReportsTheBackendAndWorld) {
+  run_ranks_ok(3, [&](Comm& comm, int rank) {
+    EXPECT_EQ(comm.backend(), "gloo");
+    EXPECT_EQ(comm.rank(), rank);
+    EXPECT_EQ(comm.size(), 3);
+  });
+}
+
+// ---- failing cleanly ----
+
+TEST(GlooComm, Bf16AllReduceIsAClearErrorNotAUsageError) {
+  for (int world : {1, 2}) {
+    auto errors = run_ranks(world, std::chrono::seconds(10), [&](Comm& comm, int) {
+      comm.all_reduce_sum(torch::ones({4}, torch::kBFloat16));
+    });
+    for (auto& e : errors) {
+      ASSERT_TRUE(e) << "world " << world;
+      EXPECT_NE(message_of(e).find("BFloat16"), std::string::npos) << message_of(e);
+      EXPECT_NE(message_of(e).find("fp32"), std::string::npos) << message_of(e);
+      try {
+        std::rethrow_exception(e);
+      } catch (const UsageError&) {
+        ADD_FAILURE() << "a dtype the backend cannot sum is not the user's input";
+      } catch (const Error&) {
+      }
+    }
+  }
+}
+
+TEST(GlooComm, MismatchedShapesAndRootsThrowBeforeAnythingIsSent) {
+  for (int world : {1, 2}) {
+    auto errors = run_ranks(world, std::chrono::seconds(10), [&](Comm& comm, int) {
+      EXPECT_THROW(comm.reduce_scatter_sum(torch::ones({world * 3 + 1}), torch::ones({3})), Error);
+      EXPECT_THROW(comm.all_gather(torch::ones({3}), torch::ones({world * 3 + 1})), Error);
+      EXPECT_THROW(comm.all_gather(torch::ones({3}), torch::ones({world * 3}, torch::kDouble)),
+                   Error);
+      EXPECT_THROW(comm.broadcast(torch::ones({3}), world), Error);
+      EXPECT_THROW(comm.all_reduce_sum(torch::ones({4, 4}).t()), Error);  // not contiguous
+      EXPECT_THROW(comm.reduce_scatter_sum(torch::ones({world * 2}, torch::kBFloat16),
+                                           torch::ones({2}, torch::kDouble)),
+                   Error);
+    });
+    for (auto& e : errors) EXPECT_FALSE(e) << message_of(e);
+  }
+}
+
+TEST(GlooComm, ACollectiveOneRankNeverCallsTimesOutWithANamedError) {
+  constexpr auto kTimeout = milliseconds(2000);
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool rank0_finished = false;
+  std::string message;
+  double elapsed_s = 0;
+  auto errors = run_ranks(2, kTimeout, [&](Comm& comm, int rank) {
+    if (rank == 1) {  // stays alive, but never joins the all-reduce
+      std::unique_lock<std::mutex> lock(mutex);
+      cv.wait_for(lock, std::chrono::seconds(60), [&] { return rank0_finished; });
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm.all_reduce_sum(torch::ones({16}))->wait();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> lock(mutex);
+    rank0_finished = true;
+    cv.notify_all();
+  });
+  for (auto& e : errors) EXPECT_FALSE(e) << message_of(e);
+  EXPECT_NE(message.find("all_reduce_sum"), std::string::npos) << message;
+  EXPECT_NE(message.find("2000 ms"), std::string::npos) << message;
+  EXPECT_LT(elapsed_s, 2.0 + 3.0) << "bounded by the timeout plus scheduling slack";
+}
+
+TEST(GlooComm, RendezvousWithAMissingRankTimesOutCountingArrivals) {
+  const auto start = std::chrono::steady_clock::now();
+  auto errors = run_ranks(3, milliseconds(1000), [](Comm&, int) {}, {0, 1});
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (auto& e : errors) {
+    ASSERT_TRUE(e);
+    const auto message = message_of(e);
+    EXPECT_NE(message.find("2 of 3 ranks arrived"), std::string::npos) << message;
+    EXPECT_NE(message.find("127.0.0.1:"), std::string::npos) << message;
+  }
+  EXPECT_LT(elapsed_s, 10.0);
+}
+
+TEST(GlooComm, RendezvousWithoutAHostNamesTheAddress) {
+  const auto start = std::chrono::steady_clock::now();
+  auto errors = run_ranks(2, milliseconds(1000), [](Comm&, int) {}, {1});
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(errors[0]);
+  const auto message = message_of(errors[0]);
+  EXPECT_NE(message.find("rendezvous at 127.0.0.1:"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
+  EXPECT_LT(elapsed_s, 10.0);
+}
+
+TEST(GlooComm, TwoProcessesClaimingOneRankIsAUsageError) {
+  auto errors = run_ranks(3, milliseconds(1500), [](Comm&, int) {}, {0, 1, 1});
+  int usage_errors = 0;
+  for (auto& e : errors) {
+    ASSERT_TRUE(e);  // the job cannot form: every rank fails, none hangs
+    try {
+      std::rethrow_exception(e);
+    } catch (const UsageError& u) {
+      ++usage_errors;
+      EXPECT_NE(std::string(u.what()).find("RANK=1 was claimed by 2"), std::string::npos)
+          << u.what();
+    } catch (const Error&) {
+    }
+  }
+  EXPECT_EQ(usage_errors, 1);
+}
+
+}  // namespace
+}  // namespace zoff::dist
