@@ -1,0 +1,79 @@
+// A byte-level decoder-only transformer (GPT-2 shape): learned positions, pre-LayerNorm
+// blocks of causal self-attention and a GELU MLP, final LayerNorm, lm head tied to the
+// token embedding.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "zoff/models/gpt_config.h"
+
+namespace zoff::models {
+
+// Multi-head causal self-attention written with plain matmuls (LibTorch 1.13 has no fused
+// scaled_dot_product_attention): x [B, T, C] -> [B, T, C]. Position t attends to 0..t.
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttentionImpl(const GptConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear qkv{nullptr};   // weight [3C, C]: rows 0..C-1 query, then key, then value
+  torch::nn::Linear proj{nullptr};  // weight [C, C]
+
+ private:
+  int64_t n_head_;
+  double dropout_;
+};
+TORCH_MODULE(CausalSelfAttention);
+
+// x + attn(ln_1(x)), then x + mlp(ln_2(x)); mlp = fc [4C, C] -> GELU -> proj [C, 4C].
+class GptBlockImpl : public torch::nn::Module {
+ public:
+  explicit GptBlockImpl(const GptConfig& config);
+  torch::Tensor forward(torch::Tensor x);
+
+  torch::nn::LayerNorm ln_1{nullptr};
+  CausalSelfAttention attn{nullptr};
+  torch::nn::LayerNorm ln_2{nullptr};
+  torch::nn::Linear fc{nullptr};
+  torch::nn::Linear mlp_proj{nullptr};
+
+ private:
+  double dropout_;
+};
+TORCH_MODULE(GptBlock);
+
+// Parameters are registered once each (the tied head reuses wte's weight in forward and
+// registers nothing), so parameters().size() == named_parameters().size() and the total is
+// gpt_param_count(config). Nothing is cached outside the registered parameters: replacing
+// their storage (set_data to views of a flat buffer, conversion to bf16) is safe.
+//
+// Initialization, drawn from LibTorch's global generator (seed it with torch::manual_seed):
+// Linear and Embedding weights ~ N(0, 0.02), residual projections (attention proj, MLP proj)
+// ~ N(0, 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weight 1 and bias 0.
+class GptImpl : public torch::nn::Module {
+ public:
+  // Validates the config (zoff::UsageError on a bad field).
+  explicit GptImpl(const GptConfig& config);
+
+  // idx int64 [B, T] of tokens in [0, vocab), 1 <= T <= block_size -> logits [B, T, vocab]
+  // in the parameters' dtype. A bad shape or T is a zoff::UsageError.
+  torch::Tensor forward(const torch::Tensor& idx);
+
+  const GptConfig& config() const { return config_; }
+
+  torch::nn::Embedding wte{nullptr};  // [vocab, C], also the lm head
+  torch::nn::Embedding wpe{nullptr};  // [block_size, C]
+  torch::nn::ModuleList blocks{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+
+ private:
+  void init_weights();
+  GptConfig config_;
+};
+TORCH_MODULE(Gpt);
+
+// Mean next-token cross entropy (computed in fp32) of logits [B, T, V] against targets
+// [B, T]: the training loss of the GPT examples.
+torch::Tensor gpt_loss(const torch::Tensor& logits, const torch::Tensor& targets);
+
+}  // namespace zoff::models

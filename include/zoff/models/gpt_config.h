@@ -1,0 +1,70 @@
+// Shape of a GPT (layers, heads, width, context), its named presets and its exact parameter
+// count. Header-only and torch-free so that memory estimators can use it without a model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "zoff/core/error.h"
+
+namespace zoff::models {
+
+struct GptConfig {
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;      // model width C; must be a multiple of n_head
+  int64_t block_size = 128;  // longest context, tokens
+  int64_t vocab_size = 256;  // byte-level
+  double dropout = 0.0;      // attention, residual and MLP dropout; 0 keeps training exact
+};
+
+// Checks every field; a bad one is a zoff::UsageError naming it.
+inline void validate(const GptConfig& c) {
+  ZOFF_CHECK_ARG(c.n_layer >= 1, "gpt: n_layer = ", c.n_layer, ": must be >= 1");
+  ZOFF_CHECK_ARG(c.n_head >= 1, "gpt: n_head = ", c.n_head, ": must be >= 1");
+  ZOFF_CHECK_ARG(c.n_embd >= 1 && c.n_embd % c.n_head == 0, "gpt: n_embd = ", c.n_embd,
+                 ": must be a positive multiple of n_head = ", c.n_head);
+  ZOFF_CHECK_ARG(c.block_size >= 1, "gpt: block_size = ", c.block_size, ": must be >= 1");
+  ZOFF_CHECK_ARG(c.vocab_size >= 1, "gpt: vocab_size = ", c.vocab_size, ": must be >= 1");
+  ZOFF_CHECK_ARG(c.dropout >= 0.0 && c.dropout < 1.0, "gpt: dropout = ", c.dropout,
+                 ": must be in [0, 1)");
+}
+
+inline constexpr const char* kGptPresetNames = "tiny, small, medium, large, xl";
+
+// Named sizes (parameter counts with the tied byte-level head, see gpt_param_count):
+//   tiny   5 layers,  4 heads,  128 wide, context  128:     1,040,768
+//   small  8 layers,  6 heads,  384 wide, context  256:    14,393,088
+//   medium 12 layers, 14 heads, 896 wide, context 1024:   116,893,952
+//   large  28 layers, 16 heads, 1024 wide, context 1024:  354,007,040
+//   xl     26 layers, 32 heads, 2048 wide, context 1024: 1,311,940,608
+// An unknown name is a zoff::UsageError listing the valid ones.
+inline GptConfig gpt_preset(const std::string& name) {
+  auto make = [](int64_t layers, int64_t heads, int64_t width, int64_t context) {
+    GptConfig c;
+    c.n_layer = layers;
+    c.n_head = heads;
+    c.n_embd = width;
+    c.block_size = context;
+    return c;
+  };
+  if (name == "tiny") return make(5, 4, 128, 128);
+  if (name == "small") return make(8, 6, 384, 256);
+  if (name == "medium") return make(12, 14, 896, 1024);
+  if (name == "large") return make(28, 16, 1024, 1024);
+  if (name == "xl") return make(26, 32, 2048, 1024);
+  throw UsageError(
+      detail::concat("gpt: unknown preset '", name, "' (valid: ", kGptPresetNames, ")"));
+}
+
+// Exact number of parameters (elements) of Gpt(config), without building it:
+//   token embedding V*C (shared with the lm head) + position embedding T*C
+//   + per block: 2 LayerNorms 4C, qkv 3C*C + 3C, attention proj C*C + C,
+//     MLP fc 4C*C + 4C and proj C*4C + C  (= 12C^2 + 13C)
+//   + final LayerNorm 2C.
+inline int64_t gpt_param_count(const GptConfig& c) {
+  const int64_t C = c.n_embd;
+  return c.vocab_size * C + c.block_size * C + c.n_layer * (12 * C * C + 13 * C) + 2 * C;
+}
+
+}  // namespace zoff::models

@@ -1,0 +1,40 @@
+// The multi-layer perceptron.
+#include "zoff/models/mlp.h"
+
+#include "zoff/core/error.h"
+
+namespace zoff::models {
+
+MlpImpl::MlpImpl(const MlpOptions& options) : options_(options) {
+  const auto& o = options_;
+  ZOFF_CHECK_ARG(o.in_dim() >= 1, "mlp: in_dim = ", o.in_dim(), ": must be >= 1");
+  ZOFF_CHECK_ARG(o.out_dim() >= 1, "mlp: out_dim = ", o.out_dim(), ": must be >= 1");
+  for (int64_t h : o.hidden()) {
+    ZOFF_CHECK_ARG(h >= 1, "mlp: hidden width = ", h, ": must be >= 1");
+  }
+  ZOFF_CHECK_ARG(o.activation() == "gelu" || o.activation() == "relu", "mlp: activation = '",
+                 o.activation(), "': must be gelu or relu");
+  ZOFF_CHECK_ARG(o.dropout() >= 0.0 && o.dropout() < 1.0, "mlp: dropout = ", o.dropout(),
+                 ": must be in [0, 1)");
+  gelu_ = o.activation() == "gelu";
+  layers = register_module("layers", torch::nn::ModuleList());
+  int64_t width = o.in_dim();
+  for (int64_t h : o.hidden()) {
+    layers->push_back(torch::nn::Linear(width, h));
+    width = h;
+  }
+  layers->push_back(torch::nn::Linear(width, o.out_dim()));
+}
+
+torch::Tensor MlpImpl::forward(torch::Tensor x) {
+  const size_t last = layers->size() - 1;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    x = layers[i]->as<torch::nn::LinearImpl>()->forward(x);
+    if (i == last) break;
+    x = gelu_ ? torch::gelu(x) : torch::relu(x);
+    if (options_.dropout() > 0.0) x = torch::dropout(x, options_.dropout(), is_training());
+  }
+  return x;
+}
+
+}  // namespace zoff::models

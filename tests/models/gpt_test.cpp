@@ -1,0 +1,200 @@
+// Tests of the GPT model: parameter counts per preset, shapes, causal masking, attention
+// against LibTorch's MultiheadAttention, overfitting a tiny batch, bf16 parameters,
+// parameters living in a flat buffer, deterministic initialization and bad input.
+#include "zoff/models/gpt.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "zoff/core/error.h"
+
+namespace zoff::models {
+namespace {
+
+constexpr double kAttentionTolerance = 1e-5;  // fp32, vs torch::nn::MultiheadAttention
+constexpr double kCausalTolerance = 1e-6;
+
+int64_t count_params(torch::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+GptConfig small_config() {
+  GptConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 32;
+  c.block_size = 16;
+  return c;
+}
+
+torch::Tensor random_tokens(int64_t B, int64_t T) { return torch::randint(0, 256, {B, T}); }
+
+TEST(Gpt, ParamCountOfBuiltPresetsMatchesFormula) {
+  for (const char* name : {"tiny", "small"}) {
+    torch::manual_seed(0);
+    Gpt model(gpt_preset(name));
+    EXPECT_EQ(count_params(*model), gpt_param_count(gpt_preset(name))) << name;
+    // Every parameter registered exactly once (the tied head adds none).
+    std::set<const void*> storages;
+    for (const auto& p : model->parameters()) storages.insert(p.data_ptr());
+    EXPECT_EQ(storages.size(), model->parameters().size()) << name;
+  }
+  torch::manual_seed(0);
+  Gpt odd(small_config());
+  EXPECT_EQ(count_params(*odd), gpt_param_count(small_config()));
+}
+
+TEST(Gpt, PresetParamCounts) {
+  EXPECT_EQ(gpt_param_count(gpt_preset("tiny")), 1'040'768);
+  EXPECT_EQ(gpt_param_count(gpt_preset("small")), 14'393'088);
+  EXPECT_EQ(gpt_param_count(gpt_preset("medium")), 116'893'952);
+  EXPECT_EQ(gpt_param_count(gpt_preset("large")), 354'007'040);
+  EXPECT_EQ(gpt_param_count(gpt_preset("xl")), 1'311'940'608);
+  for (const char* name : {"tiny", "small", "medium", "large", "xl"}) {
+    EXPECT_NO_THROW(validate(gpt_preset(name))) << name;
+  }
+}
+
+TEST(Gpt, UnknownPresetListsValidNames) {
+  try {
+    gpt_preset("huge");
+    FAIL() << "no exception";
+  } catch (const UsageError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("huge"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tiny, small, medium, large, xl"), std::string::npos) << msg;
+  }
+}
+
+TEST(Gpt, ForwardShapeAndBadInput) {
+  torch::manual_seed(0);
+  Gpt model(small_config());
+  EXPECT_EQ(model->forward(random_tokens(3, 16)).sizes(), (std::vector<int64_t>{3, 16, 256}));
+  EXPECT_EQ(model->forward(random_tokens(1, 1)).sizes(), (std::vector<int64_t>{1, 1, 256}));
+  EXPECT_THROW(model->forward(random_tokens(1, 17)), UsageError);    // > block_size
+  EXPECT_THROW(model->forward(torch::zeros({2, 4})), UsageError);    // float, not tokens
+  EXPECT_THROW(model->forward(random_tokens(2, 4)[0]), UsageError);  // [T], not [B, T]
+  GptConfig bad = small_config();
+  bad.n_embd = 30;  // not a multiple of 4 heads
+  EXPECT_THROW(Gpt{bad}, UsageError);
+}
+
+TEST(Gpt, InitializationIsDeterministicGivenTheSeed) {
+  torch::manual_seed(42);
+  Gpt a(small_config());
+  torch::manual_seed(42);
+  Gpt b(small_config());
+  auto pa = a->parameters(), pb = b->parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i]));
+}
+
+TEST(Gpt, FutureTokensDoNotChangeEarlierLogits) {
+  torch::manual_seed(1);
+  Gpt model(small_config());
+  torch::Tensor idx = random_tokens(2, 12);
+  torch::Tensor changed = idx.clone();
+  changed.index_put_({torch::indexing::Slice(), 7},
+                     (idx.index({torch::indexing::Slice(), 7}) + 1) % 256);
+  torch::Tensor a = model->forward(idx), b = model->forward(changed);
+  using torch::indexing::Slice;
+  EXPECT_TRUE(torch::allclose(a.index({Slice(), Slice(0, 7)}), b.index({Slice(), Slice(0, 7)}), 0.0,
+                              kCausalTolerance));
+  EXPECT_FALSE(torch::allclose(a.index({Slice(), Slice(7)}), b.index({Slice(), Slice(7)}), 0.0,
+                               kCausalTolerance));
+}
+
+TEST(Gpt, AttentionMatchesTorchMultiheadAttention) {
+  torch::manual_seed(2);
+  const GptConfig c = small_config();
+  CausalSelfAttention attn(c);
+  torch::nn::MultiheadAttention ref(torch::nn::MultiheadAttentionOptions(c.n_embd, c.n_head));
+  {
+    torch::NoGradGuard no_grad;
+    // Non-zero biases so the bias paths are compared too.
+    attn->qkv->bias.normal_();
+    attn->proj->bias.normal_();
+    ref->in_proj_weight.copy_(attn->qkv->weight);
+    ref->in_proj_bias.copy_(attn->qkv->bias);
+    ref->out_proj->weight.copy_(attn->proj->weight);
+    ref->out_proj->bias.copy_(attn->proj->bias);
+  }
+  const int64_t B = 3, T = 10;
+  torch::Tensor x = torch::randn({B, T, c.n_embd});
+  // LibTorch's C++ MultiheadAttention adds attn_mask to the scores (no bool masks in 1.13).
+  const torch::Tensor mask = torch::full({T, T}, -std::numeric_limits<float>::infinity()).triu(1);
+  torch::Tensor xt = x.transpose(0, 1);  // MultiheadAttention wants [T, B, C]
+  torch::Tensor expected =
+      std::get<0>(ref->forward(xt, xt, xt, {}, /*need_weights=*/false, mask)).transpose(0, 1);
+  torch::Tensor got = attn->forward(x);
+  const double diff = (got - expected).abs().max().item<double>();
+  EXPECT_LT(diff, kAttentionTolerance) << "largest difference " << diff;
+}
+
+TEST(Gpt, OverfitsATinyBatch) {
+  torch::manual_seed(3);
+  Gpt model(small_config());
+  torch::Tensor idx = random_tokens(4, 17);
+  using torch::indexing::Slice;
+  torch::Tensor x = idx.index({Slice(), Slice(0, 16)}), y = idx.index({Slice(), Slice(1, 17)});
+  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-2));
+  double first = 0.0, last = 0.0;
+  for (int step = 0; step < 60; ++step) {
+    opt.zero_grad();
+    torch::Tensor loss = gpt_loss(model->forward(x), y);
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  EXPECT_NEAR(first, std::log(256.0), 0.2);  // near-uniform predictions at init
+  EXPECT_LT(last, 0.25 * first) << "first " << first << " last " << last;
+}
+
+TEST(Gpt, RunsWithBf16Parameters) {
+  torch::manual_seed(4);
+  Gpt model(small_config());
+  model->to(torch::kBFloat16);
+  for (const auto& p : model->parameters()) ASSERT_EQ(p.scalar_type(), torch::kBFloat16);
+  torch::Tensor idx = random_tokens(2, 16);
+  torch::Tensor logits = model->forward(idx);
+  EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
+  torch::Tensor loss = gpt_loss(logits, random_tokens(2, 16));
+  ASSERT_TRUE(std::isfinite(loss.item<double>()));
+  EXPECT_NEAR(loss.item<double>(), std::log(256.0), 0.3);
+  loss.backward();
+  for (const auto& p : model->parameters()) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+  }
+}
+
+// The engine may move every parameter into one flat buffer and point the parameters at
+// views of it; the model must then compute from (and differentiate into) that buffer.
+TEST(Gpt, WorksWithParametersAsViewsOfAFlatBuffer) {
+  torch::manual_seed(5);
+  Gpt model(small_config());
+  torch::Tensor idx = random_tokens(2, 8);
+  const torch::Tensor before = model->forward(idx).detach();
+  std::vector<torch::Tensor> params = model->parameters();
+  torch::Tensor flat = torch::cat([&] {
+    std::vector<torch::Tensor> v;
+    for (const auto& p : params) v.push_back(p.detach().reshape({-1}));
+    return v;
+  }());
+  int64_t offset = 0;
+  for (auto& p : params) {
+    p.set_data(flat.narrow(0, offset, p.numel()).view(p.sizes()));
+    offset += p.numel();
+  }
+  EXPECT_TRUE(torch::equal(model->forward(idx), before));
+  gpt_loss(model->forward(idx), random_tokens(2, 8)).backward();
+  for (const auto& p : params) EXPECT_TRUE(p.grad().defined());
+  flat.zero_();  // LayerNorm weights 0 -> every logit 0
+  EXPECT_EQ(model->forward(idx).abs().max().item<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace zoff::models
