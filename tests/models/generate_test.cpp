@@ -68,6 +68,14 @@ TEST(Generate, RestoresTrainingModeAndAllowsZeroTokens) {
   EXPECT_TRUE(model->is_training());
 }
 
+TEST(Generate, RunsOnBf16Parameters) {
+  Gpt model = make_model();
+  model->to(torch::kBFloat16);
+  const std::string a = generate(model, "The ", 16, 0.7, 20, 8);
+  EXPECT_EQ(a.size(), 16u);
+  EXPECT_EQ(a, generate(model, "The ", 16, 0.7, 20, 8));
+}
+
 TEST(Generate, BadArgumentsAreUsageErrors) {
   Gpt model = make_model();
   EXPECT_THROW(generate(model, "", 4, 1.0, 0, 1), UsageError);
