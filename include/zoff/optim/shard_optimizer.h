@@ -20,11 +20,11 @@ struct OptimizerOptions {
   std::string type = "adamw";  // adamw | adam | sgd | adagrad
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0.0;  // decoupled for adamw; L2 (added to grad) for the others
-  double momentum = 0.0;      // sgd
-  double dampening = 0.0;     // sgd
-  bool nesterov = false;      // sgd
-  double lr_decay = 0.0;      // adagrad
+  double weight_decay = 0.0;               // decoupled for adamw; L2 (added to grad) for the others
+  double momentum = 0.0;                   // sgd
+  double dampening = 0.0;                  // sgd
+  bool nesterov = false;                   // sgd
+  double lr_decay = 0.0;                   // adagrad
   double initial_accumulator_value = 0.0;  // adagrad
 };
 
@@ -53,8 +53,7 @@ enum class OptimizerBackend { kFused, kTorch };
 
 // Creates the optimizer for `numel` parameters. Throws zoff::UsageError on an unknown
 // type or a bad hyper-parameter (naming it).
-std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& options,
-                                                     size_t numel, OptimizerBackend backend,
-                                                     int threads);
+std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& options, size_t numel,
+                                                     OptimizerBackend backend, int threads);
 
 }  // namespace zoff::optim

@@ -1,0 +1,65 @@
+// `zoff bench <what>`: benchmarks against baselines measured in the same run; `optim` for now.
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "command.h"
+#include "zoff/core/error.h"
+#include "zoff/optim/optimizer_bench.h"
+
+namespace zoff::cli {
+namespace {
+
+struct BenchOptimFlags {
+  int64_t params = 50'000'000;
+  int threads = 2;
+  int steps = 5;
+  int repeats = 3;
+  bool json = false;
+};
+
+void add_bench_optim(CLI::App& bench, int& exit_code) {
+  auto flags = std::make_shared<BenchOptimFlags>();
+  auto* cmd = bench.add_subcommand(
+      "optim", "params/s of zoff's fused optimizers vs LibTorch's and a streaming probe");
+  cmd->add_option("--params", flags->params, "parameters per span (fp32)")->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "threads (zoff pool, probe, LibTorch)")
+      ->capture_default_str();
+  cmd->add_option("--steps", flags->steps, "optimizer steps per timed repetition")
+      ->capture_default_str();
+  cmd->add_option("--repeats", flags->repeats, "timed repetitions; the best counts")
+      ->capture_default_str();
+  cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");
+  cmd->callback([flags, &exit_code] {
+    ZOFF_CHECK_ARG(flags->params > 0, "bench optim: --params = ", flags->params, ": must be > 0");
+    optim::OptimizerBenchOptions options;
+    options.params = static_cast<size_t>(flags->params);
+    options.threads = flags->threads;
+    options.steps = flags->steps;
+    options.repeats = flags->repeats;
+    optim::validate_bench_options(options);
+    const auto result = optim::run_optimizer_bench(options);
+    if (flags->json) {
+      std::cout << optim::format_bench_json(result) << "\n";
+    } else {
+      const std::string command_line =
+          "zoff bench optim --params " + std::to_string(options.params) + " --threads " +
+          std::to_string(options.threads) + " --steps " + std::to_string(options.steps) +
+          " --repeats " + std::to_string(options.repeats);
+      std::cout << optim::format_bench_table(result, command_line);
+    }
+    exit_code = 0;
+  });
+}
+
+void add_bench(CLI::App& root, int& exit_code) {
+  auto* bench = root.add_subcommand("bench", "measure zoff's kernels against baselines");
+  bench->require_subcommand(1);
+  add_bench_optim(*bench, exit_code);
+}
+
+}  // namespace
+}  // namespace zoff::cli
+
+ZOFF_REGISTER_COMMAND(bench, zoff::cli::add_bench);

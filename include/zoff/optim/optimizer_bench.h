@@ -1,0 +1,38 @@
+// `zoff bench optim`: params/s of the fused kernels, LibTorch's optimizers and a streaming probe.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+
+namespace zoff::optim {
+
+struct OptimizerBenchOptions {
+  size_t params = 50'000'000;  // elements per span (fp32: 4 bytes each, 5+ spans live at once)
+  int threads = 2;             // zoff pool threads, probe threads and torch::set_num_threads
+  int steps = 5;               // optimizer steps per timed repetition
+  int repeats = 3;             // timed repetitions after one warm-up step; the best counts
+};
+
+// Throws zoff::UsageError naming the flag (--params, --threads, --steps, --repeats).
+void validate_bench_options(const OptimizerBenchOptions& options);
+
+// Parameters per second, by kernel name:
+//   zoff:  adamw, adamw_bf16_out, adam, sgd (momentum 0.9), adagrad  (fused backend)
+//   torch: adamw, adam, sgd, adagrad  (torch::optim on the same spans)
+//   probe: adam_fp32 (28 B/param: read p g m v, write p m v), adam_bf16_out (+ 2 B written)
+struct OptimizerBenchResult {
+  OptimizerBenchOptions options;
+  std::string simd_target;  // Highway target the fused kernels ran with
+  std::map<std::string, double> zoff, torch, probe;
+};
+
+// Runs every measurement once, in one process, on the same spans.
+OptimizerBenchResult run_optimizer_bench(const OptimizerBenchOptions& options);
+
+// A table with ratios zoff/torch and zoff/probe, headed by `command_line`.
+std::string format_bench_table(const OptimizerBenchResult& result, const std::string& command_line);
+// Exactly one JSON object: {"zoff": {...}, "torch": {...}, "probe": {...}} in params/s.
+std::string format_bench_json(const OptimizerBenchResult& result);
+
+}  // namespace zoff::optim

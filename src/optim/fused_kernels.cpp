@@ -1,0 +1,328 @@
+// Fused optimizer kernels, compiled once per SIMD target by Highway and dispatched at run time.
+//
+// Each kernel makes one pass over memory: it loads p, g and the state of a block of lanes,
+// updates them in registers, stores them, and (optionally) stores p as bf16/fp16 too. The
+// tail shorter than a full vector runs the same code on one-lane vectors of the same target,
+// so every element gets bit-identical arithmetic however the span is split among threads.
+#undef HWY_TARGET_INCLUDE
+// foreach_target.h re-includes this file once per target; the path is resolved against the
+// include path (<repo>/include), which is the only one this file can count on.
+#define HWY_TARGET_INCLUDE "../src/optim/fused_kernels.cpp"
+// AVX-512, AVX2 and scalar only: SSSE3/SSE4 would cost compile time and add no coverage.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "simd_targets.h"
+#include "zoff/optim/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace zoff {
+namespace optim {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Stores the Lanes(d) updated params in `p` as 16-bit values at `out`.
+template <CopyOut kOut, class D>
+HWY_INLINE void store_out16(D d, hn::Vec<D> p, uint16_t* HWY_RESTRICT out) {
+  if constexpr (kOut == CopyOut::kBf16) {
+    // Round to nearest even on the bit pattern: add 0x7FFF plus the lowest kept bit, then
+    // drop the low 16 bits. NaN would round into inf, so it is replaced by 0xFFFF.
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const hn::Rebind<uint16_t, D> d16;
+    const auto bits = hn::BitCast(du, p);
+    const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+    auto r = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb)));
+    r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(p)), hn::Set(du, 0xFFFFu), r);
+    // r < 2^16, so the saturating i32 -> u16 demotion is exact.
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, out);
+  } else if constexpr (kOut == CopyOut::kFp16) {
+#if HWY_TARGET == HWY_SCALAR
+    (void)d;
+    out[0] = float_to_fp16(hn::GetLane(p));  // one lane per vector on this target
+#else
+    // F16C rounds to nearest even; it keeps the top NaN payload bits where LibTorch writes
+    // sign | 0x7E00, so NaNs are made canonical (same sign) first.
+    const hn::RebindToUnsigned<D> du;
+    const hn::Rebind<hwy::float16_t, D> dh;
+    const auto qnan = hn::BitCast(d, hn::Set(du, 0x7FC00000u));
+    p = hn::IfThenElse(hn::IsNaN(p), hn::CopySign(qnan, p), p);
+    hn::StoreU(hn::DemoteTo(dh, p), dh, reinterpret_cast<hwy::float16_t*>(out));
+#endif
+  } else {
+    (void)d;
+    (void)p;
+    (void)out;
+  }
+}
+
+// a * b + c rounded once, as LibTorch's vec::fmadd on FMA hardware. HWY_SCALAR has no FMA
+// instruction to call: there the exact product (24 x 24 bits fits a double) plus c is rounded
+// to double and then to float, which equals the fused result except in double-rounding ties
+// (about one input in 2^29).
+template <class D, class V>
+HWY_INLINE V fmadd(D d, V a, V b, V c) {
+#if HWY_TARGET == HWY_SCALAR
+  const double r = static_cast<double>(hn::GetLane(a)) * static_cast<double>(hn::GetLane(b)) +
+                   static_cast<double>(hn::GetLane(c));
+  return hn::Set(d, static_cast<float>(r));
+#else
+  (void)d;
+  return hn::MulAdd(a, b, c);
+#endif
+}
+
+// Adam / AdamW on Lanes(d) elements, rounding step by step as LibTorch 1.13's CPU kernels do
+// on AVX2/AVX-512 (its add-with-alpha is vec::fmadd, and its addcmul is compiled to an FMA):
+//   p = p * decay                        (AdamW: p.mul_(1 - lr wd); decay = 1 for Adam)
+//   g = fma(p, l2, g)                    (Adam: grad.add(p, wd); skipped when l2 = 0)
+//   m = fma(g, 1 - b1, m * b1)           (exp_avg.mul_(b1).add_(g, 1 - b1))
+//   v = fma((1 - b2) * g, g, v * b2)     (exp_avg_sq.mul_(b2).addcmul_(g, g, 1 - b2))
+//   p = p + (-step_size * m) / (sqrt(v) / sqrt(bc2) + eps)   (p.addcdiv_(m, denom, -ss))
+template <CopyOut kOut, class D>
+HWY_INLINE void adam_block(D d, const AdamCoefficients& c, float* HWY_RESTRICT p,
+                           const float* HWY_RESTRICT g, float* HWY_RESTRICT m,
+                           float* HWY_RESTRICT v, uint16_t* HWY_RESTRICT out) {
+  auto vp = hn::Mul(hn::LoadU(d, p), hn::Set(d, c.decay));
+  auto vg = hn::LoadU(d, g);
+  if (c.l2 != 0.0f) vg = fmadd(d, vp, hn::Set(d, c.l2), vg);
+  const auto vm =
+      fmadd(d, vg, hn::Set(d, c.one_minus_beta1), hn::Mul(hn::LoadU(d, m), hn::Set(d, c.beta1)));
+  const auto vv = fmadd(d, hn::Mul(hn::Set(d, c.one_minus_beta2), vg), vg,
+                        hn::Mul(hn::LoadU(d, v), hn::Set(d, c.beta2)));
+  const auto denom =
+      hn::Add(hn::Div(hn::Sqrt(vv), hn::Set(d, c.bias_correction2_sqrt)), hn::Set(d, c.eps));
+  vp = hn::Add(vp, hn::Div(hn::Mul(hn::Set(d, -c.step_size), vm), denom));
+  hn::StoreU(vm, d, m);
+  hn::StoreU(vv, d, v);
+  hn::StoreU(vp, d, p);
+  store_out16<kOut>(d, vp, out);
+}
+
+// SGD on Lanes(d) elements (see SgdCoefficients).
+template <CopyOut kOut, class D>
+HWY_INLINE void sgd_block(D d, const SgdCoefficients& c, float* HWY_RESTRICT p,
+                          const float* HWY_RESTRICT g, float* HWY_RESTRICT buf,
+                          uint16_t* HWY_RESTRICT out) {
+  auto vp = hn::LoadU(d, p);
+  auto step = hn::LoadU(d, g);
+  if (c.weight_decay != 0.0f) step = fmadd(d, vp, hn::Set(d, c.weight_decay), step);
+  if (c.momentum != 0.0f) {
+    const auto momentum = hn::Set(d, c.momentum);
+    const auto vb = c.first_step ? step
+                                 : fmadd(d, step, hn::Set(d, c.one_minus_dampening),
+                                         hn::Mul(hn::LoadU(d, buf), momentum));
+    hn::StoreU(vb, d, buf);
+    step = c.nesterov ? fmadd(d, vb, momentum, step) : vb;
+  }
+  vp = fmadd(d, step, hn::Set(d, -c.lr), vp);
+  hn::StoreU(vp, d, p);
+  store_out16<kOut>(d, vp, out);
+}
+
+// Adagrad on Lanes(d) elements (see AdagradCoefficients).
+template <CopyOut kOut, class D>
+HWY_INLINE void adagrad_block(D d, const AdagradCoefficients& c, float* HWY_RESTRICT p,
+                              const float* HWY_RESTRICT g, float* HWY_RESTRICT sum,
+                              uint16_t* HWY_RESTRICT out) {
+  auto vp = hn::LoadU(d, p);
+  auto vg = hn::LoadU(d, g);
+  if (c.weight_decay != 0.0f) vg = fmadd(d, vp, hn::Set(d, c.weight_decay), vg);
+  const auto vs = fmadd(d, vg, vg, hn::LoadU(d, sum));  // sum.addcmul_(g, g, 1)
+  const auto std_dev = hn::Add(hn::Sqrt(vs), hn::Set(d, c.eps));
+  vp = hn::Add(vp, hn::Div(hn::Mul(hn::Set(d, -c.clr), vg), std_dev));
+  hn::StoreU(vs, d, sum);
+  hn::StoreU(vp, d, p);
+  store_out16<kOut>(d, vp, out);
+}
+
+// Copies Lanes(d) floats to 16 bits.
+template <CopyOut kOut, class D>
+HWY_INLINE void convert_block(D d, const float* HWY_RESTRICT src, uint16_t* HWY_RESTRICT out) {
+  store_out16<kOut>(d, hn::LoadU(d, src), out);
+}
+
+// The probe's block: the loads and stores of adam_block, one add per stream.
+template <CopyOut kOut, class D>
+HWY_INLINE void probe_block(D d, float* HWY_RESTRICT p, const float* HWY_RESTRICT g,
+                            float* HWY_RESTRICT m, float* HWY_RESTRICT v,
+                            uint16_t* HWY_RESTRICT out) {
+  const auto vg = hn::LoadU(d, g);
+  const auto vp = hn::Add(hn::LoadU(d, p), vg);
+  hn::StoreU(hn::Add(hn::LoadU(d, m), vg), d, m);
+  hn::StoreU(hn::Add(hn::LoadU(d, v), vg), d, v);
+  hn::StoreU(vp, d, p);
+  if constexpr (kOut != CopyOut::kNone) {
+    // Truncation, not rounding: the probe only needs the 2-byte store.
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const hn::Rebind<uint16_t, D> d16;
+    const auto hi = hn::ShiftRight<16>(hn::BitCast(du, vp));
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, out);
+  }
+}
+
+// Runs `block` over [0, n): full vectors, then one-lane vectors for the tail. `block(d, i)`
+// handles elements [i, i + Lanes(d)).
+template <class Block>
+HWY_INLINE void for_each_block(size_t n, const Block& block) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) block(d, i);
+  const hn::CappedTag<float, 1> d1;
+  for (; i < n; ++i) block(d1, i);
+}
+
+template <CopyOut kOut>
+HWY_NOINLINE void adam_loop(const AdamCoefficients& c, float* p, const float* g, float* m, float* v,
+                            size_t n, uint16_t* out) {
+  for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
+    adam_block<kOut>(d, c, p + i, g + i, m + i, v + i, kOut == CopyOut::kNone ? nullptr : out + i);
+  });
+}
+
+template <CopyOut kOut>
+HWY_NOINLINE void sgd_loop(const SgdCoefficients& c, float* p, const float* g, float* buf, size_t n,
+                           uint16_t* out) {
+  for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
+    sgd_block<kOut>(d, c, p + i, g + i, c.momentum != 0.0f ? buf + i : nullptr,
+                    kOut == CopyOut::kNone ? nullptr : out + i);
+  });
+}
+
+template <CopyOut kOut>
+HWY_NOINLINE void adagrad_loop(const AdagradCoefficients& c, float* p, const float* g, float* sum,
+                               size_t n, uint16_t* out) {
+  for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
+    adagrad_block<kOut>(d, c, p + i, g + i, sum + i, kOut == CopyOut::kNone ? nullptr : out + i);
+  });
+}
+
+template <CopyOut kOut>
+HWY_NOINLINE void convert_loop(const float* src, size_t n, uint16_t* out) {
+  for_each_block(n, [&](auto d, size_t i) HWY_ATTR { convert_block<kOut>(d, src + i, out + i); });
+}
+
+template <CopyOut kOut>
+HWY_NOINLINE void probe_loop(float* p, const float* g, float* m, float* v, size_t n,
+                             uint16_t* out) {
+  for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
+    probe_block<kOut>(d, p + i, g + i, m + i, v + i, kOut == CopyOut::kNone ? nullptr : out + i);
+  });
+}
+
+// Per-target entry points (the dispatch tables below point at these).
+void AdamKernel(const AdamCoefficients& c, float* p, const float* g, float* m, float* v, size_t n,
+                CopyOut copy_out, uint16_t* out) {
+  switch (copy_out) {
+    case CopyOut::kNone:
+      return adam_loop<CopyOut::kNone>(c, p, g, m, v, n, out);
+    case CopyOut::kBf16:
+      return adam_loop<CopyOut::kBf16>(c, p, g, m, v, n, out);
+    case CopyOut::kFp16:
+      return adam_loop<CopyOut::kFp16>(c, p, g, m, v, n, out);
+  }
+}
+
+void SgdKernel(const SgdCoefficients& c, float* p, const float* g, float* buf, size_t n,
+               CopyOut copy_out, uint16_t* out) {
+  switch (copy_out) {
+    case CopyOut::kNone:
+      return sgd_loop<CopyOut::kNone>(c, p, g, buf, n, out);
+    case CopyOut::kBf16:
+      return sgd_loop<CopyOut::kBf16>(c, p, g, buf, n, out);
+    case CopyOut::kFp16:
+      return sgd_loop<CopyOut::kFp16>(c, p, g, buf, n, out);
+  }
+}
+
+void AdagradKernel(const AdagradCoefficients& c, float* p, const float* g, float* sum, size_t n,
+                   CopyOut copy_out, uint16_t* out) {
+  switch (copy_out) {
+    case CopyOut::kNone:
+      return adagrad_loop<CopyOut::kNone>(c, p, g, sum, n, out);
+    case CopyOut::kBf16:
+      return adagrad_loop<CopyOut::kBf16>(c, p, g, sum, n, out);
+    case CopyOut::kFp16:
+      return adagrad_loop<CopyOut::kFp16>(c, p, g, sum, n, out);
+  }
+}
+
+void ConvertKernel(const float* src, size_t n, CopyOut format, uint16_t* out) {
+  switch (format) {
+    case CopyOut::kNone:
+      return;
+    case CopyOut::kBf16:
+      return convert_loop<CopyOut::kBf16>(src, n, out);
+    case CopyOut::kFp16:
+      return convert_loop<CopyOut::kFp16>(src, n, out);
+  }
+}
+
+void ProbeKernel(float* p, const float* g, float* m, float* v, size_t n, uint16_t* out) {
+  if (out == nullptr) return probe_loop<CopyOut::kNone>(p, g, m, v, n, out);
+  probe_loop<CopyOut::kBf16>(p, g, m, v, n, out);
+}
+
+const char* TargetNameKernel() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace optim
+}  // namespace zoff
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace zoff::optim {
+
+HWY_EXPORT(AdamKernel);
+HWY_EXPORT(SgdKernel);
+HWY_EXPORT(AdagradKernel);
+HWY_EXPORT(ConvertKernel);
+HWY_EXPORT(ProbeKernel);
+HWY_EXPORT(TargetNameKernel);
+
+void fused_adam(const AdamCoefficients& c, float* params, const float* grads, float* exp_avg,
+                float* exp_avg_sq, size_t n, CopyOut copy_out, uint16_t* out16) {
+  detail::ensure_simd_env_applied();
+  HWY_DYNAMIC_DISPATCH(AdamKernel)(c, params, grads, exp_avg, exp_avg_sq, n, copy_out, out16);
+}
+
+void fused_sgd(const SgdCoefficients& c, float* params, const float* grads, float* momentum_buffer,
+               size_t n, CopyOut copy_out, uint16_t* out16) {
+  detail::ensure_simd_env_applied();
+  HWY_DYNAMIC_DISPATCH(SgdKernel)(c, params, grads, momentum_buffer, n, copy_out, out16);
+}
+
+void fused_adagrad(const AdagradCoefficients& c, float* params, const float* grads, float* sum,
+                   size_t n, CopyOut copy_out, uint16_t* out16) {
+  detail::ensure_simd_env_applied();
+  HWY_DYNAMIC_DISPATCH(AdagradKernel)(c, params, grads, sum, n, copy_out, out16);
+}
+
+void fused_convert(const float* src, size_t n, CopyOut format, uint16_t* out16) {
+  detail::ensure_simd_env_applied();
+  HWY_DYNAMIC_DISPATCH(ConvertKernel)(src, n, format, out16);
+}
+
+void stream_probe(float* p, const float* g, float* m, float* v, size_t n, uint16_t* out16) {
+  detail::ensure_simd_env_applied();
+  HWY_DYNAMIC_DISPATCH(ProbeKernel)(p, g, m, v, n, out16);
+}
+
+namespace detail {
+int64_t compiled_simd_targets() { return HWY_TARGETS; }
+std::string dispatched_target_name() {
+  ensure_simd_env_applied();
+  return HWY_DYNAMIC_DISPATCH(TargetNameKernel)();
+}
+}  // namespace detail
+
+}  // namespace zoff::optim
+#endif  // HWY_ONCE

@@ -1,0 +1,212 @@
+// `zoff bench optim`: params/s of the fused kernels, LibTorch's optimizers and a streaming probe.
+#include "zoff/optim/optimizer_bench.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+
+#include "zoff/core/error.h"
+#include "zoff/optim/aligned_floats.h"
+#include "zoff/optim/kernels.h"
+#include "zoff/optim/shard_optimizer.h"
+#include "zoff/optim/simd_dispatch.h"
+#include "zoff/optim/thread_pool.h"
+
+namespace zoff::optim {
+namespace {
+
+// Largest span the bench allocates: 2^31 floats is 8 GiB per span, past this machine's RAM.
+constexpr size_t kMaxBenchParams = size_t{1} << 31;
+constexpr int kMaxSteps = 1000;
+constexpr int kMaxRepeats = 100;
+
+// Bytes each kernel moves per parameter (for the GB/s column).
+constexpr double kAdamBytes = 28;      // read p g m v, write p m v
+constexpr double kAdamBf16Bytes = 30;  // + 2-byte copy
+constexpr double kSgdBytes = 20;       // read p g buf, write p buf
+constexpr double kAdagradBytes = 20;   // read p g sum, write p sum
+
+// Best params/s over `repeats` timed runs of `steps` calls, after one warm-up call (which
+// also faults in lazily allocated pages).
+double measure(const OptimizerBenchOptions& o, const std::function<void()>& step) {
+  step();
+  double best = 0;
+  for (int r = 0; r < o.repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int s = 0; s < o.steps; ++s) step();
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+    best = std::max(best, static_cast<double>(o.params) * o.steps / seconds.count());
+  }
+  return best;
+}
+
+// Deterministic O(1) params and small gradients, written by the pool (first touch).
+void fill_inputs(ThreadPool& pool, float* p, float* g, size_t n) {
+  const auto bounds = split_on_cache_lines(n, pool.size(), 0, 1);
+  pool.run([&](int k) {
+    for (size_t i = bounds[static_cast<size_t>(k)]; i < bounds[static_cast<size_t>(k) + 1]; ++i) {
+      p[i] = 0.5f + static_cast<float>(i % 1000) * 1e-3f;
+      g[i] = static_cast<float>(static_cast<int>((i * 7919) % 2001) - 1000) * 1e-5f;
+    }
+  });
+}
+
+OptimizerOptions bench_options(const std::string& type) {
+  OptimizerOptions o;
+  o.type = type;
+  o.weight_decay = 0.01;
+  if (type == "sgd") {
+    o.lr = 1e-2;
+    o.momentum = 0.9;
+  }
+  return o;
+}
+
+double measure_optimizer(const OptimizerBenchOptions& o, const std::string& type,
+                         OptimizerBackend backend, CopyOut copy_out, float* p, const float* g,
+                         uint16_t* out16) {
+  const auto options = bench_options(type);
+  auto opt = make_shard_optimizer(options, o.params, backend, o.threads);
+  return measure(o, [&] { opt->step(p, g, options.lr, copy_out, out16); });
+}
+
+double measure_probe(const OptimizerBenchOptions& o, ThreadPool& pool, float* p, const float* g,
+                     float* m, float* v, uint16_t* out16) {
+  const auto bounds = split_on_cache_lines(o.params, pool.size(), first_cache_line_index(p), 1);
+  return measure(o, [&] {
+    pool.run([&](int k) {
+      const size_t b = bounds[static_cast<size_t>(k)];
+      const size_t e = bounds[static_cast<size_t>(k) + 1];
+      if (e > b) stream_probe(p + b, g + b, m + b, v + b, e - b, out16 ? out16 + b : nullptr);
+    });
+  });
+}
+
+}  // namespace
+
+void validate_bench_options(const OptimizerBenchOptions& o) {
+  ZOFF_CHECK_ARG(o.params > 0 && o.params <= kMaxBenchParams, "bench optim: --params = ", o.params,
+                 ": must be in [1, ", kMaxBenchParams, "]");
+  ZOFF_CHECK_ARG(o.threads >= 1 && o.threads <= ThreadPool::kMaxThreads,
+                 "bench optim: --threads = ", o.threads, ": must be in [1, ",
+                 ThreadPool::kMaxThreads, "]");
+  ZOFF_CHECK_ARG(o.steps >= 1 && o.steps <= kMaxSteps, "bench optim: --steps = ", o.steps,
+                 ": must be in [1, ", kMaxSteps, "]");
+  ZOFF_CHECK_ARG(o.repeats >= 1 && o.repeats <= kMaxRepeats, "bench optim: --repeats = ", o.repeats,
+                 ": must be in [1, ", kMaxRepeats, "]");
+}
+
+OptimizerBenchResult run_optimizer_bench(const OptimizerBenchOptions& o) {
+  validate_bench_options(o);
+  OptimizerBenchResult result;
+  result.options = o;
+  result.simd_target = active_simd_target();
+
+  ThreadPool pool(o.threads);
+  AlignedFloats p(o.params), g(o.params);
+  std::vector<uint16_t> out16(o.params);
+  fill_inputs(pool, p.data(), g.data(), o.params);
+
+  // zoff's fused kernels (each optimizer owns its state and is freed after its run).
+  const auto fused = OptimizerBackend::kFused;
+  result.zoff["adamw"] =
+      measure_optimizer(o, "adamw", fused, CopyOut::kNone, p.data(), g.data(), nullptr);
+  result.zoff["adamw_bf16_out"] =
+      measure_optimizer(o, "adamw", fused, CopyOut::kBf16, p.data(), g.data(), out16.data());
+  for (const char* type : {"adam", "sgd", "adagrad"}) {
+    result.zoff[type] =
+        measure_optimizer(o, type, fused, CopyOut::kNone, p.data(), g.data(), nullptr);
+  }
+
+  // The streaming probe on scratch m, v of its own.
+  {
+    AlignedFloats m(o.params), v(o.params);
+    fill_inputs(pool, m.data(), v.data(), o.params);
+    result.probe["adam_fp32"] =
+        measure_probe(o, pool, p.data(), g.data(), m.data(), v.data(), nullptr);
+    result.probe["adam_bf16_out"] =
+        measure_probe(o, pool, p.data(), g.data(), m.data(), v.data(), out16.data());
+  }
+  fill_inputs(pool, p.data(), g.data(), o.params);  // the probe scribbled on p
+
+  // LibTorch's optimizers with o.threads intra-op threads.
+  const int torch_threads_before = torch::get_num_threads();
+  torch::set_num_threads(o.threads);
+  for (const char* type : {"adamw", "adam", "sgd", "adagrad"}) {
+    result.torch[type] = measure_optimizer(o, type, OptimizerBackend::kTorch, CopyOut::kNone,
+                                           p.data(), g.data(), nullptr);
+  }
+  torch::set_num_threads(torch_threads_before);
+  return result;
+}
+
+std::string format_bench_table(const OptimizerBenchResult& r, const std::string& command_line) {
+  struct Row {
+    const char* kernel;
+    const char* torch;  // nullptr: no LibTorch counterpart
+    const char* probe;  // nullptr: no probe with the same traffic
+    double bytes;
+  };
+  const Row rows[] = {{"adamw", "adamw", "adam_fp32", kAdamBytes},
+                      {"adamw_bf16_out", nullptr, "adam_bf16_out", kAdamBf16Bytes},
+                      {"adam", "adam", "adam_fp32", kAdamBytes},
+                      {"sgd", "sgd", nullptr, kSgdBytes},
+                      {"adagrad", "adagrad", nullptr, kAdagradBytes}};
+  std::ostringstream os;
+  char line[256];
+  os << "$ " << command_line << "\n";
+  std::snprintf(line, sizeof line,
+                "fused kernels: %s; %zu params, %d threads, best of %d x %d steps\n\n",
+                r.simd_target.c_str(), r.options.params, r.options.threads, r.options.repeats,
+                r.options.steps);
+  os << line;
+  std::snprintf(line, sizeof line, "%-15s %12s %8s %12s %11s %14s %12s %11s\n", "kernel",
+                "zoff Gpar/s", "GB/s", "torch Gpar/s", "zoff/torch", "probe", "probe Gpar/s",
+                "zoff/probe");
+  os << line;
+  for (const auto& row : rows) {
+    const double z = r.zoff.at(row.kernel);
+    std::string torch_col = "-", ratio_torch = "-", probe_col = "-", ratio_probe = "-";
+    char buf[64];
+    if (row.torch != nullptr) {
+      const double t = r.torch.at(row.torch);
+      std::snprintf(buf, sizeof buf, "%.3f", t / 1e9);
+      torch_col = buf;
+      std::snprintf(buf, sizeof buf, "%.2fx", z / t);
+      ratio_torch = buf;
+    }
+    if (row.probe != nullptr) {
+      const double pr = r.probe.at(row.probe);
+      std::snprintf(buf, sizeof buf, "%.3f", pr / 1e9);
+      probe_col = buf;
+      std::snprintf(buf, sizeof buf, "%.2fx", z / pr);
+      ratio_probe = buf;
+    }
+    std::snprintf(line, sizeof line, "%-15s %12.3f %8.1f %12s %11s %14s %12s %11s\n", row.kernel,
+                  z / 1e9, z * row.bytes / 1e9, torch_col.c_str(), ratio_torch.c_str(),
+                  row.probe ? row.probe : "-", probe_col.c_str(), ratio_probe.c_str());
+    os << line;
+  }
+  return os.str();
+}
+
+std::string format_bench_json(const OptimizerBenchResult& r) {
+  auto object = [](const std::map<std::string, double>& values) {
+    std::string s = "{";
+    for (const auto& [name, value] : values) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s\"%s\": %.0f", s.size() > 1 ? ", " : "", name.c_str(),
+                    value);
+      s += buf;
+    }
+    return s + "}";
+  };
+  return "{\"zoff\": " + object(r.zoff) + ", \"torch\": " + object(r.torch) +
+         ", \"probe\": " + object(r.probe) + "}";
+}
+
+}  // namespace zoff::optim

@@ -1,0 +1,82 @@
+// make_shard_optimizer: validates the hyper-parameters and picks the backend.
+#include "zoff/optim/shard_optimizer.h"
+
+#include <cmath>
+
+#include "shard_optimizer_backends.h"
+#include "zoff/core/error.h"
+
+namespace zoff::optim {
+namespace detail {
+namespace {
+
+void check_finite(double value, const char* key) {
+  ZOFF_CHECK_ARG(std::isfinite(value), "optimizer: ", key, " = ", value, ": must be finite");
+}
+
+void check_beta(double value, const char* key) {
+  check_finite(value, key);
+  ZOFF_CHECK_ARG(value >= 0.0 && value < 1.0, "optimizer: ", key, " = ", value,
+                 ": must be in [0, 1)");
+}
+
+void check_non_negative(double value, const char* key) {
+  check_finite(value, key);
+  ZOFF_CHECK_ARG(value >= 0.0, "optimizer: ", key, " = ", value, ": must be >= 0");
+}
+
+}  // namespace
+
+void validate_options(const OptimizerOptions& o) {
+  const bool adam_like = o.type == "adamw" || o.type == "adam";
+  ZOFF_CHECK_ARG(adam_like || o.type == "sgd" || o.type == "adagrad", "optimizer: type = '", o.type,
+                 "': must be adamw, adam, sgd or adagrad");
+  check_non_negative(o.lr, "lr");
+  check_non_negative(o.weight_decay, "weight_decay");
+  if (adam_like) {
+    check_beta(o.beta1, "beta1");
+    check_beta(o.beta2, "beta2");
+  }
+  if (adam_like || o.type == "adagrad") {
+    check_finite(o.eps, "eps");
+    ZOFF_CHECK_ARG(o.eps > 0.0, "optimizer: eps = ", o.eps, ": must be > 0");
+  }
+  if (o.type == "sgd") {
+    check_non_negative(o.momentum, "momentum");
+    check_finite(o.dampening, "dampening");
+    ZOFF_CHECK_ARG(o.dampening >= 0.0 && o.dampening <= 1.0, "optimizer: dampening = ", o.dampening,
+                   ": must be in [0, 1]");
+    ZOFF_CHECK_ARG(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0),
+                   "optimizer: nesterov = true needs momentum > 0 and dampening = 0 (momentum = ",
+                   o.momentum, ", dampening = ", o.dampening, ")");
+  }
+  if (o.type == "adagrad") {
+    check_non_negative(o.lr_decay, "lr_decay");
+    check_non_negative(o.initial_accumulator_value, "initial_accumulator_value");
+  }
+}
+
+void check_step_arguments(const float* params, const float* grads, double lr, CopyOut copy_out,
+                          const uint16_t* out16, size_t numel) {
+  ZOFF_CHECK_ARG(std::isfinite(lr) && lr >= 0.0, "optimizer step: lr = ", lr,
+                 ": must be finite and >= 0");
+  if (numel == 0) return;
+  ZOFF_CHECK_ARG(params != nullptr, "optimizer step: params is null for ", numel, " elements");
+  ZOFF_CHECK_ARG(grads != nullptr, "optimizer step: grads is null for ", numel, " elements");
+  ZOFF_CHECK_ARG(copy_out == CopyOut::kNone || out16 != nullptr,
+                 "optimizer step: out16 is null but a 16-bit copy-out was asked for");
+}
+
+}  // namespace detail
+
+std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& options, size_t numel,
+                                                     OptimizerBackend backend, int threads) {
+  detail::validate_options(options);
+  ZOFF_CHECK_ARG(threads >= 1, "optimizer: threads = ", threads, ": must be >= 1");
+  if (backend == OptimizerBackend::kTorch) {
+    return detail::make_torch_shard_optimizer(options, numel, threads);
+  }
+  return detail::make_fused_shard_optimizer(options, numel, threads);
+}
+
+}  // namespace zoff::optim
