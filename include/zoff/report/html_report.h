@@ -1,0 +1,24 @@
+// One self-contained HTML page (inline SVG, no scripts, no network) summarizing training runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "zoff/report/training_log.h"
+
+namespace zoff::report {
+
+// The page: a summary table (run, steps, final loss, mean throughput, peak memory) and charts
+// with these <svg> ids: chart-loss (train loss; eval val_loss dashed), chart-lr,
+// chart-throughput (samples/s), chart-tokens (tokens/s, when logged), chart-grad-norm (when
+// logged), chart-memory (peak bytes per run and tier, stacked by category), chart-memory-steps
+// (total bytes per tier over steps), and chart-eval-<metric> per other numeric eval field
+// (e.g. chart-eval-accuracy). `runs` must not be empty.
+std::string render_html_report(const std::vector<RunLog>& runs);
+
+// Reads every log, renders the page and writes it to `out_path` atomically (temporary file
+// in the same directory, fsync, rename). Bad logs are UsageErrors naming file and line; a
+// write failure is a zoff::Error naming the path.
+void write_html_report(const std::vector<std::string>& log_paths, const std::string& out_path);
+
+}  // namespace zoff::report
