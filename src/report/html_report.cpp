@@ -257,8 +257,12 @@ void write_atomically(const std::string& path, const std::string& content) {
                     path.substr(slash == std::string::npos ? 0 : slash + 1) + ".tmp.XXXXXX";
   const int fd = mkstemp(tmp.data());
   if (fd < 0) {
-    throw Error("report: cannot create a temporary file in '" + dir + "' for '" + path +
-                "': " + std::strerror(errno));
+    const int err = errno;
+    const std::string msg = "report: cannot create a temporary file in '" + dir + "' for '" + path +
+                            "': " + std::strerror(err);
+    // A directory that is missing or not ours is a bad --out, not a failure of zoff.
+    if (err == ENOENT || err == ENOTDIR || err == EACCES || err == EROFS) throw UsageError(msg);
+    throw Error(msg);
   }
   auto fail = [&](const char* what) {
     const int err = errno;

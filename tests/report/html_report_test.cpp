@@ -127,12 +127,12 @@ TEST(HtmlReport, BadInputIsCleanError) {
   std::ofstream(log, std::ios::trunc) << "";
   EXPECT_THROW(write_html_report({log}, dir.path() + "/o.html"), UsageError);
   EXPECT_THROW(write_html_report({}, dir.path() + "/o.html"), UsageError);
-  // A directory that does not exist cannot take the output: a runtime Error naming it.
+  // A directory that does not exist cannot take the output: a UsageError naming it.
   std::ofstream(log, std::ios::trunc) << "{\"step\": 1, \"loss\": 2.0}\n";
   try {
     write_html_report({log}, dir.path() + "/no/such/dir/out.html");
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("no/such/dir"), std::string::npos) << e.what();
   }
   EXPECT_EQ(dir.entries().size(), 1u);  // nothing but the log

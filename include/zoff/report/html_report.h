@@ -17,8 +17,9 @@ namespace zoff::report {
 std::string render_html_report(const std::vector<RunLog>& runs);
 
 // Reads every log, renders the page and writes it to `out_path` atomically (temporary file
-// in the same directory, fsync, rename). Bad logs are UsageErrors naming file and line; a
-// write failure is a zoff::Error naming the path.
+// in the same directory, fsync, rename). Bad logs are UsageErrors naming file and line, as is
+// an output directory that is missing or not writable; other write failures are zoff::Errors
+// naming the path.
 void write_html_report(const std::vector<std::string>& log_paths, const std::string& out_path);
 
 }  // namespace zoff::report
