@@ -1,0 +1,104 @@
+// The optimizer bench measures every kernel and baseline, formats them, and refuses bad flags.
+#include "zoff/optim/optimizer_bench.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "zoff/core/error.h"
+#include "zoff_test_paths.h"
+
+namespace zoff::optim {
+namespace {
+
+OptimizerBenchOptions tiny() {
+  OptimizerBenchOptions o;
+  o.params = 100003;
+  o.threads = 2;
+  o.steps = 2;
+  o.repeats = 1;
+  return o;
+}
+
+void expect_bench_keys(const nlohmann::json& j) {
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.size(), 3u);
+  for (const char* k : {"adamw", "adamw_bf16_out", "adam", "sgd", "adagrad"}) {
+    EXPECT_GT(j.at("zoff").at(k).get<double>(), 0.0) << k;
+  }
+  for (const char* k : {"adamw", "adam", "sgd", "adagrad"}) {
+    EXPECT_GT(j.at("torch").at(k).get<double>(), 0.0) << k;
+  }
+  for (const char* k : {"adam_fp32", "adam_bf16_out"}) {
+    EXPECT_GT(j.at("probe").at(k).get<double>(), 0.0) << k;
+  }
+  EXPECT_EQ(j.at("zoff").size(), 5u);
+  EXPECT_EQ(j.at("torch").size(), 4u);
+  EXPECT_EQ(j.at("probe").size(), 2u);
+}
+
+TEST(OptimizerBench, MeasuresEveryKernelAndFormatsIt) {
+  const auto result = run_optimizer_bench(tiny());
+  EXPECT_FALSE(result.simd_target.empty());
+  expect_bench_keys(nlohmann::json::parse(format_bench_json(result)));
+  const auto table = format_bench_table(result, "zoff bench optim --params 100003");
+  for (const char* word : {"zoff bench optim --params 100003", "adamw_bf16_out", "zoff/torch",
+                           "zoff/probe", "adam_fp32", "adagrad"}) {
+    EXPECT_NE(table.find(word), std::string::npos) << word << "\n" << table;
+  }
+}
+
+TEST(OptimizerBench, BadOptionsNameTheFlag) {
+  auto expect_flag = [](OptimizerBenchOptions o, const std::string& flag) {
+    try {
+      run_optimizer_bench(o);
+      ADD_FAILURE() << "no error for " << flag;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+    }
+  };
+  auto o = tiny();
+  o.params = 0;
+  expect_flag(o, "--params");
+  o = tiny();
+  o.threads = 0;
+  expect_flag(o, "--threads");
+  o = tiny();
+  o.steps = 0;
+  expect_flag(o, "--steps");
+  o = tiny();
+  o.repeats = -1;
+  expect_flag(o, "--repeats");
+}
+
+// Runs `zoff` with `args`; returns exit status and stdout.
+std::pair<int, std::string> run_zoff(const std::string& args) {
+  const std::string command = std::string(ZOFF_EXE) + " " + args + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, ""};
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), got);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// The command line end to end (when the `zoff` binary has been built in this build tree).
+TEST(OptimizerBench, CommandLinePrintsOneJsonObjectAndRefusesBadFlags) {
+  if (!std::ifstream(ZOFF_EXE).good()) GTEST_SKIP() << ZOFF_EXE << " not built";
+  const auto [status, out] =
+      run_zoff("bench optim --params 20000 --threads 2 --steps 1 --repeats 1 --json");
+  ASSERT_EQ(status, 0) << out;
+  expect_bench_keys(nlohmann::json::parse(out));
+  EXPECT_EQ(run_zoff("bench optim --params 0").first, 2);
+  EXPECT_EQ(run_zoff("bench optim --params -5").first, 2);
+  EXPECT_EQ(run_zoff("bench optim --threads 0").first, 2);
+}
+
+}  // namespace
+}  // namespace zoff::optim
