@@ -54,6 +54,25 @@ void check_reduce_scatter(const torch::Tensor& input, const torch::Tensor& outpu
              ") or the accumulation dtype (", acc, ")");
 }
 
+void check_reduce_scatter_v(const torch::Tensor& input, const std::vector<int64_t>& split_sizes,
+                            const torch::Tensor& output, int size, int rank) {
+  const char* op = "reduce_scatter_sum_v";
+  ZOFF_CHECK(static_cast<int>(split_sizes.size()) == size, op, ": ", split_sizes.size(),
+             " split sizes for a world of ", size);
+  int64_t total = 0;
+  for (int64_t s : split_sizes) {
+    ZOFF_CHECK(s >= 0, op, ": negative split size ", s);
+    total += s;
+  }
+  ZOFF_CHECK(total == input.numel(), op, ": split sizes add up to ", total, " but input has ",
+             input.numel(), " elements");
+  ZOFF_CHECK(output.numel() == split_sizes[static_cast<size_t>(rank)], op, ": output has ",
+             output.numel(), " elements but rank ", rank, "'s piece has ",
+             split_sizes[static_cast<size_t>(rank)]);
+  // The dtype rules are the even form's; reuse them on a matching even shape.
+  check_reduce_scatter(input.narrow(0, 0, 0), output.narrow(0, 0, 0), size);
+}
+
 void check_all_gather(const torch::Tensor& input, const torch::Tensor& output, int size) {
   const char* op = "all_gather";
   ZOFF_CHECK(output.numel() == input.numel() * size, op, ": output has ", output.numel(),

@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace zoff::dist {
 
 // Checks `tensor` is defined, on the CPU and contiguous; returns it as a 1-D view.
@@ -18,6 +20,11 @@ torch::ScalarType accumulate_dtype(torch::ScalarType input);
 
 // input: size * n elements; output: n elements of the input's dtype or its accumulate dtype.
 void check_reduce_scatter(const torch::Tensor& input, const torch::Tensor& output, int size);
+
+// Uneven form: input is split_sizes[0] + ... + split_sizes[size - 1] elements, output is
+// split_sizes[rank] elements; the dtype rules are those of check_reduce_scatter.
+void check_reduce_scatter_v(const torch::Tensor& input, const std::vector<int64_t>& split_sizes,
+                            const torch::Tensor& output, int size, int rank);
 
 // output: size * n elements of the input's dtype.
 void check_all_gather(const torch::Tensor& input, const torch::Tensor& output, int size);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
@@ -144,7 +145,8 @@ class GlooWork final : public Work {
   // Non-blocking: once the communication is over, the local part (a sum over size * n
   // elements at most) runs here so that a true answer means the output is ready.
   bool done() override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;  // another thread is inside wait()
     if (finished_) return true;
     if (!work_->isCompleted()) return false;
     complete();
@@ -289,6 +291,38 @@ WorkPtr GlooComm::reduce_scatter_sum(torch::Tensor input, torch::Tensor output) 
         return group_->pg->alltoall_base(receive_bytes, send_bytes, equal_split, equal_split);
       },
       [received, out, size] { sum_in_rank_order(received, size, out); });
+}
+
+WorkPtr GlooComm::reduce_scatter_sum_v(torch::Tensor input, std::vector<int64_t> split_sizes,
+                                       torch::Tensor output) {
+  auto in = flat_view(input, "reduce_scatter_sum_v", "input");
+  auto out = flat_view(output, "reduce_scatter_sum_v", "output");
+  check_reduce_scatter_v(in, split_sizes, out, size_, rank_);
+  if (std::all_of(split_sizes.begin(), split_sizes.end(),
+                  [&](int64_t s) { return s == split_sizes[0]; })) {
+    return reduce_scatter_sum(in, out);
+  }
+  const int64_t mine = out.numel();
+  const int64_t element_bytes = static_cast<int64_t>(in.element_size());
+  // Counts are in bytes, the unit of the uint8 views Gloo moves. Rank r sends piece j to rank
+  // j and receives piece r (mine elements) from every rank: received = [size, mine].
+  std::vector<int64_t> send_counts,
+      receive_counts(static_cast<size_t>(size_), mine * element_bytes);
+  for (int64_t s : split_sizes) send_counts.push_back(s * element_bytes);
+  // At least one element so that even an empty piece has a valid data pointer.
+  auto storage = torch::empty({std::max<int64_t>(1, size_ * mine)}, in.options());
+  auto received = storage.narrow(0, 0, size_ * mine);
+  const int size = size_;
+  return group_->issue(
+      "reduce_scatter_sum_v", timeout_,
+      [&] {
+        auto send_bytes = bytes_of(in);
+        auto receive_bytes = bytes_of(received);
+        return group_->pg->alltoall_base(receive_bytes, send_bytes, receive_counts, send_counts);
+      },
+      [storage, received, out, size, mine] {
+        if (mine > 0) sum_in_rank_order(received, size, out);
+      });
 }
 
 WorkPtr GlooComm::all_gather(torch::Tensor input, torch::Tensor output) {

@@ -20,6 +20,15 @@ WorkPtr SingleComm::reduce_scatter_sum(torch::Tensor input, torch::Tensor output
   return std::make_shared<CompletedWork>();
 }
 
+WorkPtr SingleComm::reduce_scatter_sum_v(torch::Tensor input, std::vector<int64_t> split_sizes,
+                                         torch::Tensor output) {
+  auto in = flat_view(input, "reduce_scatter_sum_v", "input");
+  auto out = flat_view(output, "reduce_scatter_sum_v", "output");
+  check_reduce_scatter_v(in, split_sizes, out, 1, 0);
+  sum_in_rank_order(in, 1, out);
+  return std::make_shared<CompletedWork>();
+}
+
 WorkPtr SingleComm::all_gather(torch::Tensor input, torch::Tensor output) {
   auto in = flat_view(input, "all_gather", "input");
   auto out = flat_view(output, "all_gather", "output");

@@ -118,6 +118,57 @@ TEST(GlooComm, ReduceScatterIntoBf16OutputRoundsTheFp32Sum) {
   }
 }
 
+TEST(GlooComm, UnevenReduceScatterGivesEachRankTheRankOrderSumOfItsPiece) {
+  // Pieces as the engine's buckets cut them: empty ones, single elements, odd lengths.
+  const std::vector<std::vector<int64_t>> splits_by_world[] = {
+      {{5}},
+      {{7, 1}, {0, 1001}, {3, 3}},
+      {{1, 7, 1001}, {5, 0, 2}, {0, 0, 9}},
+  };
+  for (int world : kWorldSizes) {
+    for (const auto& splits : splits_by_world[world - 1]) {
+      for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+        int64_t total = 0;
+        for (auto s : splits) total += s;
+        std::vector<torch::Tensor> inputs;
+        for (int r = 0; r < world; ++r) inputs.push_back(rank_data(r, total, dtype));
+        std::vector<torch::Tensor> results(world);
+        run_ranks_ok(world, [&](Comm& comm, int rank) {
+          auto output = torch::full({splits[rank]}, -1.0f);
+          comm.reduce_scatter_sum_v(inputs[rank], splits, output)->wait();
+          results[rank] = output;
+        });
+        int64_t offset = 0;
+        for (int r = 0; r < world; ++r) {
+          SCOPED_TRACE(::testing::Message() << "world " << world << " rank " << r << " dtype "
+                                            << dtype << " piece " << splits[r]);
+          auto exact = inputs[0].narrow(0, offset, splits[r]).to(torch::kFloat);
+          for (int q = 1; q < world; ++q) {
+            exact = exact + inputs[q].narrow(0, offset, splits[r]).to(torch::kFloat);
+          }
+          EXPECT_TRUE(torch::equal(results[r], exact));
+          auto stacked = torch::stack(inputs).to(torch::kDouble).narrow(1, offset, splits[r]);
+          EXPECT_TRUE(
+              torch::allclose(results[r].to(torch::kDouble), stacked.sum(0), kSumRtol, kSumAtol));
+          offset += splits[r];
+        }
+      }
+    }
+  }
+}
+
+TEST(GlooComm, UnevenReduceScatterRejectsSplitsThatDoNotCoverTheInput) {
+  auto errors = run_ranks(2, std::chrono::seconds(10), [&](Comm& comm, int rank) {
+    EXPECT_THROW(comm.reduce_scatter_sum_v(torch::ones({8}), {3, 4}, torch::ones({rank ? 4 : 3})),
+                 Error);
+    EXPECT_THROW(comm.reduce_scatter_sum_v(torch::ones({8}), {8}, torch::ones({8})), Error);
+    EXPECT_THROW(comm.reduce_scatter_sum_v(torch::ones({8}), {9, -1}, torch::ones({rank ? 1 : 9})),
+                 Error);
+    EXPECT_THROW(comm.reduce_scatter_sum_v(torch::ones({8}), {3, 5}, torch::ones({4})), Error);
+  });
+  for (auto& e : errors) EXPECT_FALSE(e) << message_of(e);
+}
+
 TEST(GlooComm, AllGatherPlacesEachRanksBytesInItsSlot) {
   for (int world : kWorldSizes) {
     for (int64_t n : kCounts) {

@@ -30,6 +30,10 @@ class GlooComm final : public Comm {
   int size() const override { return size_; }
   WorkPtr all_reduce_sum(torch::Tensor tensor) override;
   WorkPtr reduce_scatter_sum(torch::Tensor input, torch::Tensor output) override;
+  // Uneven pieces go through Gloo's alltoallv: the same rank-order fp32 sum, and each
+  // rank receives only its own piece from every rank (no all-reduce of the whole input).
+  WorkPtr reduce_scatter_sum_v(torch::Tensor input, std::vector<int64_t> split_sizes,
+                               torch::Tensor output) override;
   WorkPtr all_gather(torch::Tensor input, torch::Tensor output) override;
   WorkPtr broadcast(torch::Tensor tensor, int root) override;
   void barrier() override;

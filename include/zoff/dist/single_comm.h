@@ -13,6 +13,8 @@ class SingleComm final : public Comm {
   int size() const override { return 1; }
   WorkPtr all_reduce_sum(torch::Tensor tensor) override;
   WorkPtr reduce_scatter_sum(torch::Tensor input, torch::Tensor output) override;
+  WorkPtr reduce_scatter_sum_v(torch::Tensor input, std::vector<int64_t> split_sizes,
+                               torch::Tensor output) override;
   WorkPtr all_gather(torch::Tensor input, torch::Tensor output) override;
   WorkPtr broadcast(torch::Tensor tensor, int root) override;
   void barrier() override {}
