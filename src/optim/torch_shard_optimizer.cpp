@@ -23,7 +23,7 @@ namespace {
 class TorchShardOptimizer final : public ShardOptimizer {
  public:
   TorchShardOptimizer(const OptimizerOptions& o, size_t numel, int threads)
-      : options_(o), numel_(numel), threads_(threads) {
+      : options_(o), numel_(numel) {
     torch::NoGradGuard no_grad;
     const auto n = static_cast<int64_t>(numel);
     // A placeholder with the shard's shape, so LibTorch can size its state; each step
@@ -161,7 +161,6 @@ class TorchShardOptimizer final : public ShardOptimizer {
  private:
   OptimizerOptions options_;
   size_t numel_;
-  int threads_;
   torch::Tensor param_;  // 1-D view of the caller's params during step()
   std::string key_;      // the optimizer's state key of param_
   std::unique_ptr<torch::optim::Optimizer> optimizer_;

@@ -237,6 +237,7 @@ TEST(ShardOptimizer, ResumeThroughStateBuffersIsExact) {
         std::copy(saved[name].begin(), saved[name].end(), ptr);
       }
       zoff_run(*second, c.options, resumed_params.data(), grads, 6, kSteps);
+      EXPECT_EQ(second->state_buffers(), buffers) << "state moved during steps";
       EXPECT_EQ(0, std::memcmp(resumed_params.data(), whole.data(), n * sizeof(float)));
     }
   }

@@ -41,7 +41,9 @@ class ShardOptimizer {
   virtual int64_t step_count() const = 0;
   // Bytes of optimizer state held (m, v, momentum buffers...), not counting params.
   virtual size_t state_bytes() const = 0;
-  // Named state buffers, each numel floats, plus the step count: for checkpoints.
+  // Named state buffers, each numel floats, plus the step count: for checkpoints. Both
+  // backends create their state at construction (the torch backend's pointers alias LibTorch's
+  // own state tensors), so the pointers are valid at once and stable for the optimizer's life.
   virtual std::map<std::string, float*> state_buffers() = 0;
   virtual void set_step_count(int64_t step) = 0;
   virtual std::string name() const = 0;
