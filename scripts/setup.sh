@@ -5,6 +5,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git clang-format
   libtorch-dev            # LibTorch 1.13.1 (CPU) with c10d/Gloo
+  libgloo-dev             # Gloo headers that c10d's ProcessGroupGloo.hpp includes
   libopenblas0-openmp     # without it LibTorch GEMM falls back to reference BLAS (~30x slower)
   libhwy-dev              # Highway: SIMD with run-time dispatch for the optimizer kernels
   nlohmann-json3-dev      # JSON configs, logs

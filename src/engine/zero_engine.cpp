@@ -117,6 +117,7 @@ StepStats ZeroEngine::step() {
 
 void ZeroEngine::all_gather_params() {
   if (comm_->size() == 1) return;
+  torch::NoGradGuard no_grad;
   // Gather in chunks of at most allgather_bucket_size elements in total: chunk c takes the
   // same sub-range of every rank's shard, so each rank's piece stays contiguous.
   const int64_t world = comm_->size();
@@ -141,6 +142,35 @@ void ZeroEngine::all_gather_params() {
 void ZeroEngine::set_global_step(int64_t step) {
   step_ = step;
   optimizer_->set_step_count(step);
+}
+
+torch::Tensor ZeroEngine::master_shard() { return params_->range(shard_); }
+
+std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::optimizer_state_shard() {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  // Stage 0's optimizer spans the whole padded buffer: hand out this rank's range of it.
+  const int64_t offset = config_.zero.stage == 0 ? shard_.offset : 0;
+  const int64_t numel = static_cast<int64_t>(optimizer_->numel());
+  for (auto& [name, ptr] : optimizer_->state_buffers()) {
+    auto whole = torch::from_blob(ptr, {numel}, torch::kFloat32);
+    out.emplace_back(name, whole.narrow(0, offset, shard_.size));
+  }
+  return out;
+}
+
+void ZeroEngine::restore_from_shards(int64_t step) {
+  torch::NoGradGuard no_grad;
+  all_gather_params();
+  if (config_.zero.stage == 0 && comm_->size() > 1) {
+    // Every rank of stage 0 holds the whole optimizer state: gather it from the shards.
+    const int64_t numel = static_cast<int64_t>(optimizer_->numel());
+    for (auto& [name, ptr] : optimizer_->state_buffers()) {
+      auto whole = torch::from_blob(ptr, {numel}, torch::kFloat32);
+      auto mine = whole.narrow(0, shard_.offset, shard_.size).clone();
+      comm_->all_gather(mine, whole)->wait();
+    }
+  }
+  set_global_step(step);
 }
 
 MemoryStats ZeroEngine::memory() const {

@@ -61,6 +61,18 @@ class ZeroEngine {
   // Sets the optimizer step count (for resuming from a checkpoint).
   void set_global_step(int64_t step);
 
+  // --- Checkpoint access: everything a rank must save to resume, as fp32 1-D tensors of
+  // shard().size elements (this rank's range [shard().offset, shard().end()) of the
+  // padded flat layout), writable in place. Same shape of data at every stage.
+  // The fp32 values of this rank's parameters (the master copy when one exists).
+  torch::Tensor master_shard();
+  // The optimizer's state (e.g. "exp_avg", "exp_avg_sq") over this rank's shard.
+  std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_shard();
+  // After writing master_shard() and optimizer_state_shard() on every rank (a collective):
+  // rebuilds the compute parameters and any replicated state from the shards, and sets
+  // the step count. Training then continues exactly where the checkpoint was taken.
+  void restore_from_shards(int64_t step);
+
  private:
   void all_gather_params();
 

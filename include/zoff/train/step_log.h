@@ -1,0 +1,44 @@
+// One JSON object per optimizer step (and per evaluation), appended to a JSONL file.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "zoff/engine/memory_stats.h"
+
+namespace zoff::train {
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0.0;
+  double lr = 0.0;
+  double grad_norm = 0.0;
+  double samples_per_s = 0.0;
+  double tokens_per_s = 0.0;  // 0 when the task has no tokens
+  bool skipped = false;       // fp16 overflow: no update this step
+  double loss_scale = 0.0;    // fp16 only
+  engine::MemoryStats mem;
+};
+
+// Writes lines as they come (flushed each time, so a killed run keeps its log). An empty
+// path writes nothing (ranks other than 0).
+class StepLog {
+ public:
+  explicit StepLog(const std::string& path);
+  ~StepLog();
+  StepLog(const StepLog&) = delete;
+  StepLog& operator=(const StepLog&) = delete;
+  void write_step(const StepRecord& record);
+  void write_eval(int64_t step, const std::map<std::string, double>& metrics);
+  // The JSON text of one step record (no newline).
+  static std::string to_json(const StepRecord& record);
+
+ private:
+  void write_line(const std::string& line);
+  std::FILE* file_ = nullptr;
+  std::string path_;
+};
+
+}  // namespace zoff::train

@@ -1,0 +1,47 @@
+// A training task: a model, its data and its loss, for the examples `zoff train` knows.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "zoff/data/dataset.h"
+
+namespace zoff::train {
+
+// Everything the training loop needs from an example, and nothing of the engine: the
+// module is an ordinary LibTorch module.
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual std::string name() const = 0;
+  virtual std::shared_ptr<torch::nn::Module> module() = 0;
+  virtual const data::Dataset& train_set() const = 0;
+  // Forward pass and the mean loss over the batch (a scalar).
+  virtual torch::Tensor loss(const data::Batch& batch) = 0;
+  // Tokens per sample for language models (throughput in tokens/s), 0 otherwise.
+  virtual int64_t tokens_per_sample() const { return 0; }
+  // Metrics on held-out data (e.g. "val_loss", "accuracy"); empty when there is none.
+  virtual std::map<std::string, double> evaluate() { return {}; }
+  // Text generated from `prompt` (language models only; "" otherwise).
+  virtual std::string sample(const std::string& prompt, int64_t tokens, uint64_t seed) {
+    return "";
+  }
+};
+
+struct TaskOptions {
+  std::string model = "mlp";  // mlp | gpt | cnn
+  std::string preset;         // model size; "" = the model's default
+  uint64_t seed = 0;          // initial weights (via torch::manual_seed) and data
+};
+
+// Builds the task; an unknown model or preset is a UsageError listing the valid names.
+// Call with the same options on every rank: weights come out identical.
+std::unique_ptr<Task> make_task(const TaskOptions& options);
+
+// The model names make_task knows, for help texts.
+constexpr const char* kTaskModels = "mlp, gpt, cnn";
+
+}  // namespace zoff::train

@@ -1,0 +1,42 @@
+// The training loop behind `zoff train`: engine (or plain LibTorch) + task + logs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace zoff::train {
+
+struct TrainOptions {
+  std::string model = "mlp";
+  std::string preset;
+  std::string config_path;  // DeepSpeed-style JSON
+  int64_t steps = 100;      // optimizer steps
+  uint64_t seed = 0;
+  std::string log_path;     // JSONL, one object per optimizer step (rank 0 writes it)
+  // Train with plain LibTorch (model->parameters(), torch::optim), world size 1: the
+  // independent baseline the engine is compared against.
+  bool reference = false;
+  std::string optimizer_backend = "fused";  // fused | torch (LibTorch ops on the shard)
+  int threads = 0;              // intra-op threads; 0 = $ZOFF_NUM_THREADS or all cores
+  int64_t eval_every = 0;       // steps between evaluations; 0 = once per epoch and at the end
+  int64_t comm_timeout_s = 300; // every collective gives up after this
+  std::string sample_prompt;    // gpt: print generated text after training
+  int64_t sample_tokens = 200;
+  // Rank 0 writes the trained module's parameters here at the end (torch::save format,
+  // names as in named_parameters(); load with torch::load / torch.jit-free
+  // torch::serialize::InputArchive).
+  std::string save_model_path;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double final_loss = 0.0;
+  double seconds = 0.0;
+  std::string sample;  // generated text, when asked for
+};
+
+// Runs the job on this rank (rank and world from the environment, see dist/world.h).
+// Throws UsageError on bad options/config, Error on runtime failures.
+TrainSummary run_training(const TrainOptions& options);
+
+}  // namespace zoff::train

@@ -1,0 +1,67 @@
+// StepLog: the JSONL training log `zoff report` reads.
+#include "zoff/train/step_log.h"
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "zoff/core/error.h"
+
+namespace zoff::train {
+namespace {
+
+nlohmann::json tier_json(const engine::TierBytes& t) {
+  return {{"params", t.params}, {"grads", t.grads},     {"master", t.master},
+          {"optim", t.optim},   {"buffers", t.buffers}, {"total", t.total()}};
+}
+
+}  // namespace
+
+StepLog::StepLog(const std::string& path) : path_(path) {
+  if (path.empty()) return;
+  file_ = std::fopen(path.c_str(), "w");
+  ZOFF_CHECK_ARG(file_ != nullptr, "--log ", path, ": cannot open for writing: ",
+                 std::strerror(errno));
+}
+
+StepLog::~StepLog() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+std::string StepLog::to_json(const StepRecord& r) {
+  nlohmann::json j;
+  j["step"] = r.step;
+  j["loss"] = r.loss;
+  j["lr"] = r.lr;
+  j["grad_norm"] = r.grad_norm;
+  j["samples_per_s"] = r.samples_per_s;
+  if (r.tokens_per_s > 0) j["tokens_per_s"] = r.tokens_per_s;
+  if (r.loss_scale > 0) j["loss_scale"] = r.loss_scale;
+  if (r.skipped) j["skipped"] = true;
+  j["mem"] = {{"params", r.mem.params()},
+              {"grads", r.mem.grads()},
+              {"optim", r.mem.optim()},
+              {"buffers", r.mem.buffers()},
+              {"compute", tier_json(r.mem.compute)},
+              {"offload", tier_json(r.mem.offload)}};
+  return j.dump();
+}
+
+void StepLog::write_step(const StepRecord& record) { write_line(to_json(record)); }
+
+void StepLog::write_eval(int64_t step, const std::map<std::string, double>& metrics) {
+  nlohmann::json j;
+  j["event"] = "eval";
+  j["step"] = step;
+  for (const auto& [k, v] : metrics) j[k] = v;
+  write_line(j.dump());
+}
+
+void StepLog::write_line(const std::string& line) {
+  if (file_ == nullptr) return;
+  if (std::fprintf(file_, "%s\n", line.c_str()) < 0 || std::fflush(file_) != 0) {
+    throw Error("--log " + path_ + ": write failed: " + std::strerror(errno));
+  }
+}
+
+}  // namespace zoff::train

@@ -1,0 +1,135 @@
+// The example tasks: mlp on a synthetic regression, gpt on fortunes, cnn on Fashion-MNIST.
+#include "zoff/train/task.h"
+
+#include "zoff/core/error.h"
+#include "zoff/data/fashion_mnist.h"
+#include "zoff/data/fortunes_text.h"
+#include "zoff/data/synthetic_regression.h"
+#include "zoff/models/fashion_cnn.h"
+#include "zoff/models/generate.h"
+#include "zoff/models/gpt.h"
+#include "zoff/models/mlp.h"
+
+namespace zoff::train {
+namespace {
+
+// Mean squared error regression of a seeded random teacher network.
+class MlpTask : public Task {
+ public:
+  MlpTask(const std::string& preset, uint64_t seed) {
+    std::vector<int64_t> hidden;
+    if (preset.empty() || preset == "tiny") {
+      hidden = {64, 64};
+    } else if (preset == "small") {
+      hidden = {1024, 1024, 1024};
+    } else {
+      throw UsageError("mlp: unknown preset '" + preset + "' (valid: tiny, small)");
+    }
+    data::SyntheticRegressionOptions d;
+    d.seed = seed + 1;
+    data_ = std::make_shared<data::SyntheticRegression>(d);
+    model_ = models::Mlp(models::MlpOptions(d.in_dim, hidden, d.out_dim));
+  }
+  std::string name() const override { return "mlp"; }
+  std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
+  const data::Dataset& train_set() const override { return *data_; }
+  torch::Tensor loss(const data::Batch& b) override {
+    return torch::mse_loss(model_(b.inputs.to(dtype())), b.targets.to(dtype())).to(torch::kFloat32);
+  }
+
+ private:
+  torch::ScalarType dtype() { return model_->parameters().front().scalar_type(); }
+  std::shared_ptr<data::SyntheticRegression> data_;
+  models::Mlp model_{nullptr};
+};
+
+// Byte-level language model on the text of Debian's fortunes.
+class GptTask : public Task {
+ public:
+  GptTask(const std::string& preset, uint64_t /*seed*/) {
+    auto cfg = models::gpt_preset(preset.empty() ? "tiny" : preset);
+    split_ = data::load_fortunes(data::kFortunesDefaultDir, cfg.block_size);
+    model_ = models::Gpt(cfg);
+  }
+  std::string name() const override { return "gpt"; }
+  std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
+  const data::Dataset& train_set() const override { return *split_.train; }
+  torch::Tensor loss(const data::Batch& b) override {
+    return models::gpt_loss(model_(b.inputs), b.targets);
+  }
+  int64_t tokens_per_sample() const override { return split_.train->seq_len(); }
+  std::map<std::string, double> evaluate() override {
+    // A fixed slice of the validation text: comparable from step to step.
+    torch::NoGradGuard no_grad;
+    const int64_t n = std::min<int64_t>(kValSamples, split_.val->size());
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i;
+    auto batch = split_.val->get(idx);
+    return {{"val_loss", loss(batch).item<double>()}};
+  }
+  std::string sample(const std::string& prompt, int64_t tokens, uint64_t seed) override {
+    return models::generate(model_, prompt, tokens, kSampleTemperature, kSampleTopK, seed);
+  }
+
+ private:
+  static constexpr int64_t kValSamples = 32;
+  static constexpr double kSampleTemperature = 0.8;
+  static constexpr int64_t kSampleTopK = 40;
+  data::FortunesSplit split_;
+  models::Gpt model_{nullptr};
+};
+
+// Image classification on Fashion-MNIST; accuracy on the 10k test images.
+class CnnTask : public Task {
+ public:
+  CnnTask(const std::string& preset, uint64_t /*seed*/) {
+    ZOFF_CHECK_ARG(preset.empty() || preset == "default",
+                   "cnn: unknown preset '", preset, "' (valid: default)");
+    split_ = data::load_fashion_mnist();
+    model_ = models::FashionCnn();
+  }
+  std::string name() const override { return "cnn"; }
+  std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
+  const data::Dataset& train_set() const override { return *split_.train; }
+  torch::Tensor loss(const data::Batch& b) override {
+    auto logits = model_(b.inputs.to(dtype()));
+    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), b.targets);
+  }
+  std::map<std::string, double> evaluate() override {
+    torch::NoGradGuard no_grad;
+    const int64_t n = split_.test->size();
+    int64_t correct = 0;
+    double loss_sum = 0;
+    for (int64_t start = 0; start < n; start += kEvalBatch) {
+      std::vector<int64_t> idx;
+      for (int64_t i = start; i < std::min(n, start + kEvalBatch); ++i) idx.push_back(i);
+      auto b = split_.test->get(idx);
+      auto logits = model_(b.inputs.to(dtype())).to(torch::kFloat32);
+      loss_sum += torch::nn::functional::cross_entropy(
+                      logits, b.targets,
+                      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                      .item<double>();
+      correct += logits.argmax(1).eq(b.targets).sum().item<int64_t>();
+    }
+    return {{"test_accuracy", static_cast<double>(correct) / static_cast<double>(n)},
+            {"test_loss", loss_sum / static_cast<double>(n)}};
+  }
+
+ private:
+  torch::ScalarType dtype() { return model_->parameters().front().scalar_type(); }
+  static constexpr int64_t kEvalBatch = 1000;
+  data::FashionMnistSplit split_;
+  models::FashionCnn model_{nullptr};
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_task(const TaskOptions& options) {
+  torch::manual_seed(options.seed);
+  if (options.model == "mlp") return std::make_unique<MlpTask>(options.preset, options.seed);
+  if (options.model == "gpt") return std::make_unique<GptTask>(options.preset, options.seed);
+  if (options.model == "cnn") return std::make_unique<CnnTask>(options.preset, options.seed);
+  throw UsageError("unknown model '" + options.model + "' (valid: " + kTaskModels + ")");
+}
+
+}  // namespace zoff::train

@@ -1,0 +1,280 @@
+// run_training: the loop shared by the engine and the plain-LibTorch reference.
+#include "zoff/train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "zoff/config/config.h"
+#include "zoff/config/lr_schedule.h"
+#include "zoff/core/error.h"
+#include "zoff/data/distributed_sampler.h"
+#include "zoff/dist/world.h"
+#include "zoff/engine/zero_engine.h"
+#include "zoff/report/progress.h"
+#include "zoff/train/step_log.h"
+#include "zoff/train/task.h"
+
+namespace zoff::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the loop needs from whoever owns the model states: the engine or plain LibTorch.
+class Stepper {
+ public:
+  virtual ~Stepper() = default;
+  virtual void backward(const torch::Tensor& loss) = 0;
+  virtual engine::StepStats step() = 0;
+  virtual engine::MemoryStats memory() const = 0;
+};
+
+class EngineStepper : public Stepper {
+ public:
+  EngineStepper(std::shared_ptr<torch::nn::Module> module, const config::Config& cfg,
+                dist::CommPtr comm, engine::EngineOptions opts)
+      : engine_(std::move(module), cfg, std::move(comm), opts) {}
+  void backward(const torch::Tensor& loss) override { engine_.backward(loss); }
+  engine::StepStats step() override { return engine_.step(); }
+  engine::MemoryStats memory() const override { return engine_.memory(); }
+
+ private:
+  engine::ZeroEngine engine_;
+};
+
+// Plain LibTorch: model->parameters(), torch::optim, clip_grad_norm_. No zoff engine.
+class ReferenceStepper : public Stepper {
+ public:
+  ReferenceStepper(std::shared_ptr<torch::nn::Module> module, const config::Config& cfg)
+      : module_(std::move(module)), cfg_(cfg), params_(module_->parameters()) {
+    const auto& o = cfg.optimizer;
+    int64_t numel = 0;
+    for (auto& p : params_) numel += p.numel();
+    int states = 0;
+    if (o.type == "adamw") {
+      optimizer_ = std::make_unique<torch::optim::AdamW>(
+          params_, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps)
+                       .weight_decay(o.weight_decay));
+      states = 2;
+    } else if (o.type == "adam") {
+      optimizer_ = std::make_unique<torch::optim::Adam>(
+          params_, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps)
+                       .weight_decay(o.weight_decay));
+      states = 2;
+    } else if (o.type == "sgd") {
+      optimizer_ = std::make_unique<torch::optim::SGD>(
+          params_, torch::optim::SGDOptions(o.lr).momentum(o.momentum).dampening(o.dampening)
+                       .nesterov(o.nesterov).weight_decay(o.weight_decay));
+      states = o.momentum != 0.0 ? 1 : 0;
+    } else if (o.type == "adagrad") {
+      optimizer_ = std::make_unique<torch::optim::Adagrad>(
+          params_, torch::optim::AdagradOptions(o.lr).lr_decay(o.lr_decay)
+                       .weight_decay(o.weight_decay)
+                       .initial_accumulator_value(o.initial_accumulator_value).eps(o.eps));
+      states = 1;
+    } else {
+      throw UsageError("optimizer.type = " + o.type + ": unknown");
+    }
+    mem_.compute.params = static_cast<size_t>(numel) * 4;
+    mem_.compute.grads = static_cast<size_t>(numel) * 4;
+    mem_.compute.optim = static_cast<size_t>(numel) * 4 * static_cast<size_t>(states);
+  }
+  void backward(const torch::Tensor& loss) override {
+    (loss / static_cast<double>(cfg_.gradient_accumulation_steps)).backward();
+  }
+  engine::StepStats step() override {
+    engine::StepStats s;
+    double sq = 0;
+    for (auto& p : params_) {
+      if (p.grad().defined()) sq += p.grad().to(torch::kFloat64).square().sum().item<double>();
+    }
+    s.grad_norm = std::sqrt(sq);
+    if (cfg_.gradient_clipping > 0) {
+      torch::nn::utils::clip_grad_norm_(params_, cfg_.gradient_clipping);
+    }
+    s.lr = config::lr_at(cfg_.scheduler, cfg_.optimizer.lr, step_);
+    for (auto& group : optimizer_->param_groups()) group.options().set_lr(s.lr);
+    optimizer_->step();
+    optimizer_->zero_grad();
+    s.step = ++step_;
+    return s;
+  }
+  engine::MemoryStats memory() const override { return mem_; }
+
+ private:
+  std::shared_ptr<torch::nn::Module> module_;
+  config::Config cfg_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  engine::MemoryStats mem_;
+  int64_t step_ = 0;
+};
+
+int pick_threads(const TrainOptions& o, const dist::WorldInfo& world) {
+  if (o.threads > 0) return o.threads;
+  if (const char* env = std::getenv("ZOFF_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    ZOFF_CHECK_ARG(n >= 1, "ZOFF_NUM_THREADS = '", env, "': must be a positive integer");
+    return n;
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, world.local_world_size));
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
+  return buf;
+}
+
+// Writes the module's parameters with torch::save (LibTorch's own archive format), to a
+// temporary name first so a crash never leaves a half-written file.
+void save_module(torch::nn::Module& module, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  torch::serialize::OutputArchive archive;
+  for (const auto& item : module.named_parameters()) archive.write(item.key(), item.value());
+  try {
+    archive.save_to(tmp);
+  } catch (const std::exception& e) {
+    throw UsageError("--save-model " + path + ": cannot write: " + e.what());
+  }
+  ZOFF_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "--save-model ", path,
+             ": rename failed");
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainOptions& o) {
+  ZOFF_CHECK_ARG(o.steps >= 1, "--steps ", o.steps, ": must be >= 1");
+  ZOFF_CHECK_ARG(o.optimizer_backend == "fused" || o.optimizer_backend == "torch",
+                 "--optimizer-backend ", o.optimizer_backend, ": must be fused or torch");
+  ZOFF_CHECK_ARG(o.comm_timeout_s >= 1, "--comm-timeout ", o.comm_timeout_s, ": must be >= 1");
+  const auto world = dist::WorldInfo::from_env();
+  ZOFF_CHECK_ARG(!o.reference || world.world_size == 1,
+                 "--reference trains plain LibTorch at world size 1, but WORLD_SIZE = ",
+                 world.world_size);
+  const int threads = pick_threads(o, world);
+  torch::set_num_threads(threads);
+  const bool leader = world.rank == 0;
+
+  auto cfg = config::load_config(o.config_path, world.world_size);
+  if (leader) {
+    for (const auto& w : cfg.warnings) std::fprintf(stderr, "zoff: warning: %s\n", w.c_str());
+  }
+  auto comm = dist::init_comm(world, std::chrono::seconds(o.comm_timeout_s));
+  auto task = make_task({o.model, o.preset, o.seed});
+  data::DistributedSampler sampler(task->train_set().size(), cfg.train_batch_size, o.seed);
+
+  std::unique_ptr<Stepper> stepper;
+  if (o.reference) {
+    stepper = std::make_unique<ReferenceStepper>(task->module(), cfg);
+  } else {
+    engine::EngineOptions eo;
+    eo.optimizer_backend = o.optimizer_backend == "torch" ? optim::OptimizerBackend::kTorch
+                                                          : optim::OptimizerBackend::kFused;
+    eo.optimizer_threads = threads;
+    stepper = std::make_unique<EngineStepper>(task->module(), cfg, comm, eo);
+  }
+  StepLog log(leader ? o.log_path : "");
+  if (leader) {
+    const auto m = stepper->memory();
+    std::printf("zoff train: %s%s, %d rank(s), stage %d, %s, global batch %lld (micro %lld x "
+                "accum %lld x ranks %d), %d thread(s)/rank\n",
+                task->name().c_str(), o.preset.empty() ? "" : (" " + o.preset).c_str(),
+                world.world_size, cfg.zero.stage, o.reference ? "plain LibTorch reference" : "zoff engine",
+                static_cast<long long>(cfg.train_batch_size),
+                static_cast<long long>(cfg.train_micro_batch_size_per_gpu),
+                static_cast<long long>(cfg.gradient_accumulation_steps), world.world_size, threads);
+    std::printf("model states on this rank: params %s, grads %s, optimizer %s, buffers %s\n",
+                human_bytes(static_cast<double>(m.params())).c_str(),
+                human_bytes(static_cast<double>(m.grads())).c_str(),
+                human_bytes(static_cast<double>(m.optim())).c_str(),
+                human_bytes(static_cast<double>(m.buffers())).c_str());
+    std::fflush(stdout);
+  }
+
+  const int64_t accum = cfg.gradient_accumulation_steps;
+  const int64_t micro = cfg.train_micro_batch_size_per_gpu;
+  // The reference sees world size 1, so it walks every rank's micro-batches itself.
+  const int rank = o.reference ? 0 : world.rank;
+  const int ranks = o.reference ? 1 : world.world_size;
+  std::unique_ptr<report::ProgressDisplay> progress;
+  if (leader) {
+    report::ProgressOptions po;
+    po.print_every = std::max<int64_t>(1, cfg.steps_per_print);
+    progress = std::make_unique<report::ProgressDisplay>(std::cerr, isatty(STDERR_FILENO) != 0, po);
+  }
+  const auto t0 = Clock::now();
+  TrainSummary summary;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    const auto ts = Clock::now();
+    double loss_sum = 0;
+    for (int64_t k = 0; k < accum; ++k) {
+      auto batch = task->train_set().get(sampler.micro_batch(step, rank, ranks, k, micro));
+      auto loss = task->loss(batch);
+      stepper->backward(loss);
+      loss_sum += loss.item<double>();
+    }
+    const auto stats = stepper->step();
+    auto mean = torch::tensor({loss_sum / static_cast<double>(accum)}, torch::kFloat64);
+    if (ranks > 1) comm->all_reduce_sum(mean)->wait();
+    const double dt = std::chrono::duration<double>(Clock::now() - ts).count();
+    StepRecord rec;
+    rec.step = stats.step;
+    rec.loss = mean.item<double>() / ranks;
+    rec.lr = stats.lr;
+    rec.grad_norm = stats.grad_norm;
+    rec.samples_per_s = static_cast<double>(cfg.train_batch_size) / dt;
+    rec.tokens_per_s = rec.samples_per_s * static_cast<double>(task->tokens_per_sample());
+    rec.mem = stepper->memory();
+    ZOFF_CHECK(std::isfinite(rec.loss), "step ", rec.step, ": loss is ", rec.loss);
+    log.write_step(rec);
+    summary.final_loss = rec.loss;
+    summary.steps = rec.step;
+    const bool last = step + 1 == o.steps;
+    if (progress) {
+      report::ProgressStep ps;
+      ps.step = rec.step;
+      ps.total_steps = o.steps;
+      ps.loss = rec.loss;
+      ps.lr = rec.lr;
+      ps.samples_per_s = rec.samples_per_s;
+      if (rec.tokens_per_s > 0) ps.tokens_per_s = rec.tokens_per_s;
+      ps.mem_bytes = static_cast<int64_t>(rec.mem.compute.total() + rec.mem.offload.total());
+      progress->update(ps);
+    }
+    const bool epoch_end = rec.step % sampler.steps_per_epoch() == 0;
+    const bool eval_now = o.eval_every > 0 ? rec.step % o.eval_every == 0 : epoch_end;
+    if (leader && (eval_now || last)) {
+      const auto metrics = task->evaluate();
+      if (!metrics.empty()) {
+        if (progress) progress->finish();
+        log.write_eval(rec.step, metrics);
+        std::printf("eval at step %lld:", static_cast<long long>(rec.step));
+        for (const auto& [k, v] : metrics) std::printf("  %s %.4f", k.c_str(), v);
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (progress) progress->finish();
+  summary.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (leader && !o.save_model_path.empty()) save_module(*task->module(), o.save_model_path);
+  if (leader && !o.sample_prompt.empty()) {
+    summary.sample = task->sample(o.sample_prompt, o.sample_tokens, o.seed);
+  }
+  return summary;
+}
+
+}  // namespace zoff::train
