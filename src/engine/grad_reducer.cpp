@@ -20,14 +20,15 @@ struct GradReducer::Pending {
 };
 
 GradReducer::GradReducer(const partition::FlatLayout& layout, std::vector<torch::Tensor> params,
-                         dist::CommPtr comm, GradMode mode, int64_t bucket_elems, bool overlap)
+                         dist::CommPtr comm, GradReducerOptions options)
     : layout_(layout),
       params_(std::move(params)),
       comm_(std::move(comm)),
-      mode_(mode),
-      overlap_(overlap),
+      mode_(options.mode),
+      overlap_(options.overlap),
+      shard_device_(options.shard_device),
       shard_(layout.shard(comm_->rank())),
-      buckets_(layout.buckets(bucket_elems)) {
+      buckets_(layout.buckets(options.bucket_elems)) {
   slot_bucket_.assign(layout_.slots().size(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t s : buckets_[b].slots) slot_bucket_[s] = b;
@@ -38,12 +39,27 @@ GradReducer::GradReducer(const partition::FlatLayout& layout, std::vector<torch:
   bucket_staging_.resize(buckets_.size());
 
   const auto device = params_.front().device();
+  const auto dtype = params_.front().scalar_type();
+  auto owned_fp32 = [&](torch::Device where, int64_t n) {
+    auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(where);
+    // Page-locked host memory lets device-to-host copies run asynchronously.
+    if (options.pin_memory && where.is_cpu() && !device.is_cpu()) opts = opts.pinned_memory(true);
+    reduced_owned_bytes_ = static_cast<size_t>(n) * sizeof(float);
+    return torch::zeros({n}, opts);
+  };
   if (mode_ == GradMode::kReduceScatterEveryMicroBatch) {
-    shard_grads_ =
-        torch::zeros({shard_.size}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+    reduced_ = owned_fp32(shard_device_, shard_.size);
   } else {
-    full_grads_ = std::make_unique<partition::FlatBuffer>(layout_, torch::kFloat32, device);
+    full_grads_ = std::make_unique<partition::FlatBuffer>(layout_, dtype, device);
     full_grads_->bind_as_grads(params_);
+    const bool fp32 = dtype == torch::kFloat32;
+    if (mode_ == GradMode::kAllReduce) {
+      reduced_ = fp32 ? full_grads_->flat() : owned_fp32(device, layout_.padded_numel());
+    } else {
+      // fp32 stage 1 on one device reduces into its own range of the full buffer.
+      reduced_ = fp32 && shard_device_ == device ? full_grads_->range(shard_)
+                                                 : owned_fp32(shard_device_, shard_.size);
+    }
   }
 
   // A post-hook on each parameter's gradient accumulator fires once per backward, after
@@ -138,10 +154,20 @@ void GradReducer::launch(size_t b) {
   const int64_t mine = bucket.pieces[static_cast<size_t>(comm_->rank())];
   switch (mode_) {
     case GradMode::kAllReduce:
-      pending->work = comm_->all_reduce_sum(full_grads_->range(bucket.offset, bucket.size));
+      if (full_grads_->flat().scalar_type() == torch::kFloat32) {
+        pending->work = comm_->all_reduce_sum(full_grads_->range(bucket.offset, bucket.size));
+      } else {
+        // Gloo cannot sum 16-bit types: widen the bucket to fp32 first.
+        pending->staging = acquire_staging();
+        auto wide = pending->staging.narrow(0, 0, bucket.size);
+        wide.copy_(full_grads_->range(bucket.offset, bucket.size));
+        pending->work = comm_->all_reduce_sum(wide);
+      }
       break;
     case GradMode::kReduceScatterAtBoundary:
-      pending->recv = torch::empty({mine}, full_grads_->flat().options());
+      pending->recv = torch::empty(
+          {mine},
+          torch::TensorOptions().dtype(torch::kFloat32).device(full_grads_->flat().device()));
       pending->work = comm_->reduce_scatter_sum_v(full_grads_->range(bucket.offset, bucket.size),
                                                   bucket.pieces, pending->recv);
       break;
@@ -168,13 +194,20 @@ void GradReducer::drain_one() {
   pending->work->wait();
   const auto& bucket = buckets_[pending->bucket];
   const int64_t mine = bucket.pieces[static_cast<size_t>(comm_->rank())];
-  if (mine > 0 && pending->recv.defined()) {
+  if (mode_ == GradMode::kAllReduce) {
+    if (pending->staging.defined()) {
+      reduced_.narrow(0, bucket.offset, bucket.size)
+          .copy_(pending->staging.narrow(0, 0, bucket.size));
+    }
+  } else if (mine > 0) {
     // This rank's piece starts where the bucket meets the shard.
     const int64_t start = std::max(bucket.offset, shard_.offset);
+    auto dest = reduced_.narrow(0, start - shard_.offset, mine);
+    auto piece = pending->recv.to(shard_device_, /*non_blocking=*/true);
     if (mode_ == GradMode::kReduceScatterAtBoundary) {
-      full_grads_->range(start, mine).copy_(pending->recv);
+      dest.copy_(piece);
     } else {
-      shard_grads_.narrow(0, start - shard_.offset, mine).add_(pending->recv);
+      dest.add_(piece);  // stage 2 accumulates micro-batches in the fp32 shard
     }
   }
   if (pending->staging.defined()) free_staging_.push_back(pending->staging);
@@ -192,27 +225,16 @@ void GradReducer::end_backward() {
   while (!in_flight_.empty()) drain_one();
 }
 
-torch::Tensor GradReducer::reduced_grads() {
-  switch (mode_) {
-    case GradMode::kAllReduce:
-      return full_grads_->flat();
-    case GradMode::kReduceScatterAtBoundary:
-      return full_grads_->range(shard_);
-    case GradMode::kReduceScatterEveryMicroBatch:
-      return shard_grads_;
-  }
-  return {};
-}
+torch::Tensor GradReducer::reduced_grads() { return reduced_; }
 
 void GradReducer::zero_grads() {
   if (full_grads_) full_grads_->flat().zero_();
-  if (shard_grads_.defined()) shard_grads_.zero_();
+  if (reduced_owned_bytes_ > 0) reduced_.zero_();
 }
 
-size_t GradReducer::grad_bytes() const {
-  if (full_grads_) return full_grads_->bytes();
-  return static_cast<size_t>(shard_grads_.numel()) * sizeof(float);
-}
+size_t GradReducer::full_grad_bytes() const { return full_grads_ ? full_grads_->bytes() : 0; }
+
+size_t GradReducer::shard_grad_bytes() const { return reduced_owned_bytes_; }
 
 size_t GradReducer::buffer_bytes() const {
   // Staging buckets plus, at most, one receive piece per bucket in flight.

@@ -1,4 +1,5 @@
-// ZeroEngine: flat parameters, stage-dependent gradient reduction, the shard step, all-gather.
+// ZeroEngine: precision, the master copy and its tier, stage-dependent reduction, the
+// fused shard step, loss scaling, and the parameter all-gather.
 #include "zoff/engine/zero_engine.h"
 
 #include <cmath>
@@ -23,6 +24,14 @@ GradMode grad_mode_for_stage(int stage) {
   }
 }
 
+torch::Tensor host_fp32_like(const torch::Tensor& src, torch::Device where, bool pin) {
+  auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(where);
+  if (pin && where.is_cpu() && !src.device().is_cpu()) opts = opts.pinned_memory(true);
+  auto out = torch::empty({src.numel()}, opts);
+  out.copy_(src);
+  return out;
+}
+
 }  // namespace
 
 ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config config,
@@ -36,50 +45,110 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
                  "gradient_accumulation_steps = ", config_.gradient_accumulation_steps,
                  ": must be >= 1");
   const GradMode mode = grad_mode_for_stage(config_.zero.stage);
+  const auto& offload = config_.zero.offload_optimizer;
+  ZOFF_CHECK_ARG(offload.device == "none" || offload.device == "cpu",
+                 "zero_optimization.offload_optimizer.device = ", offload.device,
+                 ": this engine offloads to cpu (nvme is not implemented yet)");
+  offload_ = offload.device == "cpu";
+  ZOFF_CHECK_ARG(!(config_.bf16 && config_.fp16.enabled), "bf16 and fp16 are both enabled");
+  compute_dtype_ = config_.bf16           ? torch::kBFloat16
+                   : config_.fp16.enabled ? torch::kHalf
+                                          : torch::kFloat32;
 
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (auto& item : module_->named_parameters()) {
     if (!item.value().requires_grad()) continue;
     ZOFF_CHECK_ARG(item.value().scalar_type() == torch::kFloat32, "parameter ", item.key(), " is ",
-                   item.value().scalar_type(), ": the engine takes fp32 modules");
+                   item.value().scalar_type(),
+                   ": hand the engine an fp32 module (it makes the 16-bit copy itself)");
     named.emplace_back(item.key(), item.value());
     module_params_.push_back(item.value());
   }
   layout_ = std::make_unique<partition::FlatLayout>(named, comm_->size());
   shard_ = layout_->shard(comm_->rank());
-  const auto device = module_params_.front().device();
-  params_ = std::make_unique<partition::FlatBuffer>(*layout_, torch::kFloat32, device);
-  params_->adopt_parameters(module_params_);
-  // Every rank starts from rank 0's weights, whatever its own initialisation did.
-  comm_->broadcast(params_->flat(), 0)->wait();
+  compute_device_ = module_params_.front().device();
+  offload_device_ = offload_ ? torch::Device(torch::kCPU) : compute_device_;
+  const bool stage0 = config_.zero.stage == 0;
+  opt_offset_ = stage0 ? 0 : shard_.offset;
+  const int64_t opt_numel = stage0 ? layout_->padded_numel() : shard_.size;
 
-  reducer_ =
-      std::make_unique<GradReducer>(*layout_, module_params_, comm_, mode,
-                                    config_.zero.reduce_bucket_size, config_.zero.overlap_comm);
-  // Stage 0 updates every parameter on every rank; stages 1 and 2 only this rank's shard.
-  const int64_t opt_numel = config_.zero.stage == 0 ? layout_->padded_numel() : shard_.size;
+  if (compute_dtype_ == torch::kFloat32) {
+    params_ = std::make_unique<partition::FlatBuffer>(*layout_, torch::kFloat32, compute_device_);
+    params_->adopt_parameters(module_params_);
+    // Every rank starts from rank 0's weights, whatever its own initialisation did.
+    comm_->broadcast(params_->flat(), 0)->wait();
+    auto region = params_->range(opt_offset_, opt_numel);
+    if (offload_) {
+      master_ = host_fp32_like(region, offload_device_, offload.pin_memory);
+      master_owned_ = true;
+    } else {
+      master_ = region;  // fp32 on one device: the parameters are their own master
+    }
+  } else {
+    // The fp32 values become the master; the module computes with a 16-bit copy.
+    partition::FlatBuffer fp32(*layout_, torch::kFloat32, compute_device_);
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < layout_->slots().size(); ++i) {
+        fp32.view(i).copy_(module_params_[layout_->slots()[i].module_index]);
+      }
+    }
+    comm_->broadcast(fp32.flat(), 0)->wait();
+    master_ =
+        host_fp32_like(fp32.range(opt_offset_, opt_numel), offload_device_, offload.pin_memory);
+    master_owned_ = true;
+    params_ = std::make_unique<partition::FlatBuffer>(*layout_, compute_dtype_, compute_device_);
+    params_->adopt_parameters(module_params_);
+    params_->flat().copy_(fp32.flat());  // rank 0's values, rounded to nearest even
+    if (!compute_device_.is_cpu()) {
+      // The optimizer runs on the host: its 16-bit copy-out lands here, then moves.
+      auto opts = torch::TensorOptions().dtype(compute_dtype_).pinned_memory(offload.pin_memory);
+      out16_ = torch::empty({opt_numel}, opts);
+    }
+  }
+
+  GradReducerOptions ro;
+  ro.mode = mode;
+  ro.bucket_elems = config_.zero.reduce_bucket_size;
+  ro.overlap = config_.zero.overlap_comm;
+  ro.shard_device = offload_device_;
+  ro.pin_memory = offload.pin_memory;
+  reducer_ = std::make_unique<GradReducer>(*layout_, module_params_, comm_, ro);
   optimizer_ = optim::make_shard_optimizer(config_.optimizer, static_cast<size_t>(opt_numel),
                                            options_.optimizer_backend, options_.optimizer_threads);
+  if (config_.fp16.enabled) scaler_ = std::make_unique<LossScaler>(config_.fp16);
 }
 
 void ZeroEngine::backward(const torch::Tensor& loss) {
   ZOFF_CHECK_ARG(loss.numel() == 1, "engine.backward: loss has ", loss.numel(),
                  " elements, expected a scalar");
-  const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
   ZOFF_CHECK(
       micro_ < config_.gradient_accumulation_steps, "engine.backward called ", micro_ + 1,
       " times before step(); gradient_accumulation_steps = ", config_.gradient_accumulation_steps);
+  const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
   reducer_->begin_backward(boundary);
   try {
     // Micro-batch losses are means over their micro-batch; the step's gradient is their
     // mean over the accumulation (and, after reduction, over ranks).
-    (loss / static_cast<double>(config_.gradient_accumulation_steps)).backward();
+    const double accum = static_cast<double>(config_.gradient_accumulation_steps);
+    if (scaler_) {
+      (loss * (scaler_->scale() / accum)).backward();
+    } else {
+      (loss / accum).backward();
+    }
   } catch (...) {
     reducer_->end_backward();
     throw;
   }
   reducer_->end_backward();
   ++micro_;
+}
+
+bool ZeroEngine::any_overflow(const torch::Tensor& grads) {
+  // Every rank sees a different shard: agree on the verdict so all skip together.
+  auto flag = torch::isfinite(grads).all().logical_not().to(torch::kFloat64).reshape({1});
+  if (comm_->size() > 1) comm_->all_reduce_sum(flag)->wait();
+  return flag.item<double>() > 0.0;
 }
 
 StepStats ZeroEngine::step() {
@@ -89,7 +158,22 @@ StepStats ZeroEngine::step() {
   torch::NoGradGuard no_grad;
   StepStats stats;
   auto grads = reducer_->reduced_grads();
-  grads.div_(static_cast<double>(comm_->size()));
+  if (scaler_) {
+    stats.loss_scale = scaler_->scale();
+    if (any_overflow(grads)) {
+      stats.skipped = true;
+      stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
+      stats.grad_norm = std::numeric_limits<double>::infinity();
+      scaler_->update(/*overflow=*/true, step_ + 1);  // throws at the minimum scale
+      reducer_->zero_grads();
+      micro_ = 0;
+      stats.step = ++step_;
+      return stats;
+    }
+    grads.mul_(1.0 / (static_cast<double>(comm_->size()) * scaler_->scale()));
+  } else if (comm_->size() > 1) {
+    grads.div_(static_cast<double>(comm_->size()));
+  }
 
   // Global gradient norm: the shards are disjoint, so the squares add up across ranks.
   auto sq = grads.square().sum(0, /*keepdim=*/true).to(torch::kFloat64);
@@ -104,15 +188,33 @@ StepStats ZeroEngine::step() {
     }
   }
 
-  stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, step_);
-  torch::Tensor target = config_.zero.stage == 0 ? params_->flat() : params_->range(shard_);
-  optimizer_->step(target.data_ptr<float>(), grads.data_ptr<float>(), stats.lr,
-                   optim::CopyOut::kNone, nullptr);
+  stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
+  optim::CopyOut copy_out = optim::CopyOut::kNone;
+  uint16_t* out16 = nullptr;
+  if (compute_dtype_ != torch::kFloat32) {
+    copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
+    auto target = out16_.defined() ? out16_ : params_->range(opt_offset_, master_.numel());
+    out16 = reinterpret_cast<uint16_t*>(target.data_ptr());
+  }
+  optimizer_->step(master_.data_ptr<float>(), grads.data_ptr<float>(), stats.lr, copy_out, out16);
+  write_compute_shard();
   if (config_.zero.stage > 0) all_gather_params();
+  if (scaler_) scaler_->update(/*overflow=*/false, step_ + 1);
   reducer_->zero_grads();
   micro_ = 0;
+  ++applied_;
   stats.step = ++step_;
   return stats;
+}
+
+// Brings the updated master into the compute parameters where the fused copy-out did not.
+void ZeroEngine::write_compute_shard() {
+  auto region = params_->range(opt_offset_, master_.numel());
+  if (compute_dtype_ == torch::kFloat32) {
+    if (master_owned_) region.copy_(master_, /*non_blocking=*/true);
+  } else if (out16_.defined()) {
+    region.copy_(out16_, /*non_blocking=*/true);
+  }
 }
 
 void ZeroEngine::all_gather_params() {
@@ -125,7 +227,7 @@ void ZeroEngine::all_gather_params() {
   auto flat = params_->flat();
   for (int64_t start = 0; start < shard_.size; start += per_rank) {
     const int64_t n = std::min(per_rank, shard_.size - start);
-    auto input = flat.narrow(0, shard_.offset + start, n).clone();
+    auto input = flat.narrow(0, shard_.offset + start, n);
     if (n == shard_.size) {
       // One chunk: the ranks' shards are adjacent in the flat buffer, gather in place.
       comm_->all_gather(input, flat)->wait();
@@ -139,46 +241,56 @@ void ZeroEngine::all_gather_params() {
   }
 }
 
-void ZeroEngine::set_global_step(int64_t step) {
-  step_ = step;
-  optimizer_->set_step_count(step);
+torch::Tensor ZeroEngine::master_shard() {
+  return master_.narrow(0, shard_.offset - opt_offset_, shard_.size);
 }
-
-torch::Tensor ZeroEngine::master_shard() { return params_->range(shard_); }
 
 std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::optimizer_state_shard() {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   // Stage 0's optimizer spans the whole padded buffer: hand out this rank's range of it.
-  const int64_t offset = config_.zero.stage == 0 ? shard_.offset : 0;
   const int64_t numel = static_cast<int64_t>(optimizer_->numel());
   for (auto& [name, ptr] : optimizer_->state_buffers()) {
     auto whole = torch::from_blob(ptr, {numel}, torch::kFloat32);
-    out.emplace_back(name, whole.narrow(0, offset, shard_.size));
+    out.emplace_back(name, whole.narrow(0, shard_.offset - opt_offset_, shard_.size));
   }
   return out;
 }
 
-void ZeroEngine::restore_from_shards(int64_t step) {
+void ZeroEngine::restore_from_shards(int64_t step, int64_t applied_steps) {
   torch::NoGradGuard no_grad;
-  all_gather_params();
   if (config_.zero.stage == 0 && comm_->size() > 1) {
-    // Every rank of stage 0 holds the whole optimizer state: gather it from the shards.
-    const int64_t numel = static_cast<int64_t>(optimizer_->numel());
-    for (auto& [name, ptr] : optimizer_->state_buffers()) {
-      auto whole = torch::from_blob(ptr, {numel}, torch::kFloat32);
+    // Every rank of stage 0 holds the whole master and optimizer state: gather them.
+    auto gather = [&](torch::Tensor whole) {
       auto mine = whole.narrow(0, shard_.offset, shard_.size).clone();
       comm_->all_gather(mine, whole)->wait();
+    };
+    const int64_t numel = static_cast<int64_t>(optimizer_->numel());
+    for (auto& [name, ptr] : optimizer_->state_buffers()) {
+      gather(torch::from_blob(ptr, {numel}, torch::kFloat32));
     }
+    if (master_owned_) gather(master_);
   }
-  set_global_step(step);
+  if (compute_dtype_ == torch::kFloat32) {
+    write_compute_shard();
+  } else {
+    params_->range(opt_offset_, master_.numel()).copy_(master_);
+  }
+  all_gather_params();
+  step_ = step;
+  applied_ = applied_steps < 0 ? step : applied_steps;
+  optimizer_->set_step_count(applied_);
 }
 
 MemoryStats ZeroEngine::memory() const {
   MemoryStats m;
   m.compute.params = params_->bytes();
-  m.compute.grads = reducer_->grad_bytes();
-  m.compute.optim = optimizer_->state_bytes();
-  m.compute.buffers = reducer_->buffer_bytes();
+  m.compute.grads = reducer_->full_grad_bytes();
+  m.compute.buffers =
+      reducer_->buffer_bytes() + (out16_.defined() ? static_cast<size_t>(out16_.numel()) * 2 : 0);
+  TierBytes& tier = offload_ ? m.offload : m.compute;
+  tier.grads += reducer_->shard_grad_bytes();
+  tier.master = master_owned_ ? static_cast<size_t>(master_.numel()) * sizeof(float) : 0;
+  tier.optim = optimizer_->state_bytes();
   return m;
 }
 

@@ -172,6 +172,11 @@ TrainSummary run_training(const TrainOptions& o) {
   if (leader) {
     for (const auto& w : cfg.warnings) std::fprintf(stderr, "zoff: warning: %s\n", w.c_str());
   }
+  ZOFF_CHECK_ARG(!cfg.fp16.enabled,
+                 "fp16.enabled = true: LibTorch 1.13's CPU kernels have no fp16 matmul, so "
+                 "fp16 compute needs a GPU build; use \"bf16\": {\"enabled\": true} on CPU");
+  ZOFF_CHECK_ARG(!o.reference || (!cfg.bf16 && cfg.zero.offload_optimizer.device == "none"),
+                 "--reference trains plain fp32 LibTorch: drop bf16/offload from the config");
   auto comm = dist::init_comm(world, std::chrono::seconds(o.comm_timeout_s));
   auto task = make_task({o.model, o.preset, o.seed});
   data::DistributedSampler sampler(task->train_set().size(), cfg.train_batch_size, o.seed);
@@ -235,10 +240,12 @@ TrainSummary run_training(const TrainOptions& o) {
     rec.loss = mean.item<double>() / ranks;
     rec.lr = stats.lr;
     rec.grad_norm = stats.grad_norm;
+    rec.skipped = stats.skipped;
+    rec.loss_scale = stats.loss_scale;
     rec.samples_per_s = static_cast<double>(cfg.train_batch_size) / dt;
     rec.tokens_per_s = rec.samples_per_s * static_cast<double>(task->tokens_per_sample());
     rec.mem = stepper->memory();
-    ZOFF_CHECK(std::isfinite(rec.loss), "step ", rec.step, ": loss is ", rec.loss);
+    ZOFF_CHECK(std::isfinite(rec.loss) || rec.skipped, "step ", rec.step, ": loss is ", rec.loss);
     log.write_step(rec);
     summary.final_loss = rec.loss;
     summary.steps = rec.step;

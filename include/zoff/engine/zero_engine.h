@@ -10,6 +10,7 @@
 #include "zoff/config/config.h"
 #include "zoff/dist/comm.h"
 #include "zoff/engine/grad_reducer.h"
+#include "zoff/engine/loss_scaler.h"
 #include "zoff/engine/memory_stats.h"
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/partition/flat_buffer.h"
@@ -26,26 +27,38 @@ struct EngineOptions {
 
 // What one optimizer step did.
 struct StepStats {
-  int64_t step = 0;        // optimizer steps done, including this one
+  int64_t step = 0;        // optimizer steps done, including this one (and skipped ones)
   double lr = 0.0;         // the learning rate this step used
-  double grad_norm = 0.0;  // global L2 norm of the averaged gradient, before clipping
+  double grad_norm = 0.0;  // global L2 norm of the averaged, unscaled gradient, pre-clipping
   bool clipped = false;
+  bool skipped = false;     // fp16 overflow: no update, every rank skipped
+  double loss_scale = 0.0;  // fp16: the scale backward used this step; 0 otherwise
 };
 
+// The ZeRO-Offload data flow, per optimizer step:
+//   forward/backward in the compute dtype (fp32, bf16 or fp16) on the compute device;
+//   gradients reduced in fp32, bucket by bucket (stage 0: all-reduce; 1: reduce-scatter at
+//   the accumulation boundary; 2: reduce-scatter every micro-batch as backward goes);
+//   the fp32 master shard, optimizer states and fp32 gradient shard live in the offload
+//   tier (host memory) with offload_optimizer.device = cpu, else on the compute device;
+//   one fused pass updates the master and writes the 16-bit copy of the shard;
+//   the 16-bit (or fp32) shards are all-gathered into every rank's compute parameters.
 // Usage, per optimizer step:
 //   for (k = 0; k < config.gradient_accumulation_steps; ++k) engine.backward(loss_k);
 //   auto stats = engine.step();
-// The module's parameters become views into the engine's flat buffer; the module's
-// forward is unchanged. All ranks must call backward() and step() the same number of times.
+// The module must be fp32 when handed over: the engine takes its values as the fp32
+// master and converts the module's parameters to the compute dtype itself. The
+// parameters become views into the engine's flat buffer; forward is unchanged (inputs
+// must match the compute dtype). All ranks call backward() and step() equally often.
 class ZeroEngine {
  public:
   ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config config, dist::CommPtr comm,
              EngineOptions options = {});
 
-  // One micro-batch: backpropagates loss / gradient_accumulation_steps and, on the last
-  // micro-batch of the accumulation (or every one, stage 2), reduces the gradients.
+  // One micro-batch: backpropagates loss / gradient_accumulation_steps (times the fp16 loss
+  // scale) and reduces gradients as the stage requires.
   void backward(const torch::Tensor& loss);
-  // Averages, clips, updates this rank's shard, and all-gathers the parameters.
+  // Averages, checks overflow (fp16), clips, updates this rank's shard, all-gathers.
   StepStats step();
 
   MemoryStats memory() const;
@@ -53,13 +66,12 @@ class ZeroEngine {
   const config::Config& config() const { return config_; }
   const partition::FlatLayout& layout() const { return *layout_; }
   const dist::CommPtr& comm() const { return comm_; }
-  int micro_steps_pending() const { return micro_; }
-  // The flat parameter buffer (padded) and this rank's shard of it.
+  torch::ScalarType compute_dtype() const { return compute_dtype_; }
+  // The flat parameter buffer (compute dtype, padded) and this rank's shard of it.
   torch::Tensor flat_params() const { return params_->flat(); }
   partition::Shard shard() const { return shard_; }
   optim::ShardOptimizer& optimizer() { return *optimizer_; }
-  // Sets the optimizer step count (for resuming from a checkpoint).
-  void set_global_step(int64_t step);
+  const LossScaler* loss_scaler() const { return scaler_.get(); }
 
   // --- Checkpoint access: everything a rank must save to resume, as fp32 1-D tensors of
   // shard().size elements (this rank's range [shard().offset, shard().end()) of the
@@ -70,23 +82,39 @@ class ZeroEngine {
   std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_shard();
   // After writing master_shard() and optimizer_state_shard() on every rank (a collective):
   // rebuilds the compute parameters and any replicated state from the shards, and sets
-  // the step count. Training then continues exactly where the checkpoint was taken.
-  void restore_from_shards(int64_t step);
+  // the step counts. Training then continues exactly where the checkpoint was taken.
+  // `applied_steps` (steps that updated, for the lr schedule) defaults to `step`.
+  void restore_from_shards(int64_t step, int64_t applied_steps = -1);
+  int64_t applied_steps() const { return applied_; }
 
  private:
+  bool any_overflow(const torch::Tensor& grads);
+  void write_compute_shard();
   void all_gather_params();
 
   std::shared_ptr<torch::nn::Module> module_;
   config::Config config_;
   dist::CommPtr comm_;
   EngineOptions options_;
+  torch::ScalarType compute_dtype_ = torch::kFloat32;
+  torch::Device compute_device_ = torch::kCPU;
+  torch::Device offload_device_ = torch::kCPU;  // where master/states/grad shard live
+  bool offload_ = false;
   std::vector<torch::Tensor> module_params_;
   std::unique_ptr<partition::FlatLayout> layout_;
-  std::unique_ptr<partition::FlatBuffer> params_;
+  std::unique_ptr<partition::FlatBuffer> params_;  // compute dtype, compute device
   partition::Shard shard_;
+  // fp32 values the optimizer updates: its own buffer (16-bit compute or offload), else a
+  // view of params_ (stage 0: the whole buffer; stages 1, 2: this rank's range).
+  torch::Tensor master_;
+  bool master_owned_ = false;
+  int64_t opt_offset_ = 0;  // where master_ starts in the flat layout
+  torch::Tensor out16_;     // host staging for the 16-bit copy-out when compute is not CPU
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<optim::ShardOptimizer> optimizer_;
-  int64_t step_ = 0;
+  std::unique_ptr<LossScaler> scaler_;
+  int64_t step_ = 0;     // optimizer steps, including fp16-skipped ones
+  int64_t applied_ = 0;  // steps that updated the parameters (drives the lr schedule)
   int micro_ = 0;
 };
 

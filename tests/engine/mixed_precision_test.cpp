@@ -1,0 +1,227 @@
+// Mixed precision (bf16, fp16 with loss scaling) and optimizer offload in the ZeroEngine.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <limits>
+
+#include "engine_test_support.h"
+#include "zoff/core/error.h"
+#include "zoff/engine/zero_engine.h"
+
+namespace zoff::engine {
+namespace {
+
+using testing::base_config;
+using testing::global_batch;
+using testing::make_model;
+
+constexpr int64_t kGlobal = 12;
+// bf16 keeps 8 bits of mantissa: after a few steps the loss may differ from fp32 by this.
+constexpr double kBf16LossRelTol = 0.03;
+// Accumulating 4 micro-batches vs one 4x batch: only fp32 summation order differs.
+constexpr double kAccumRelTol = 1e-5;
+
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<StepStats> stats;
+  torch::Tensor params;  // fp32 copy of the compute parameters after the run
+};
+
+// Trains `steps` steps of the tiny MLP on every rank; `poison(step, rank)` may return a
+// factor to multiply that rank's loss by (inf to inject an overflow).
+RunResult train(const config::Config& cfg, int world, int steps,
+                const std::function<double(int, int)>& poison = nullptr) {
+  std::vector<RunResult> results(static_cast<size_t>(world));
+  std::vector<testing::TinyMlp> models;
+  for (int r = 0; r < world; ++r) models.push_back(make_model(11));
+  testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+    auto model = models[static_cast<size_t>(rank)];
+    ZeroEngine engine(model.ptr(), cfg, comm);
+    auto& res = results[static_cast<size_t>(rank)];
+    const int64_t micro = cfg.train_micro_batch_size_per_gpu;
+    for (int s = 0; s < steps; ++s) {
+      auto [x, y] = global_batch(s, kGlobal);
+      double sum = 0;
+      for (int64_t k = 0; k < cfg.gradient_accumulation_steps; ++k) {
+        const int64_t start = (k * world + rank) * micro;
+        auto out = model(x.narrow(0, start, micro).to(engine.compute_dtype()));
+        auto loss = torch::mse_loss(out.to(torch::kFloat32), y.narrow(0, start, micro));
+        const double factor = poison ? poison(s, rank) : 1.0;
+        engine.backward(factor == 1.0 ? loss : loss * factor);
+        sum += loss.item<double>();
+      }
+      auto mean = torch::tensor({sum / static_cast<double>(cfg.gradient_accumulation_steps)},
+                                torch::kFloat64);
+      comm->all_reduce_sum(mean)->wait();
+      res.stats.push_back(engine.step());
+      res.losses.push_back(mean.item<double>() / world);
+    }
+    std::vector<torch::Tensor> parts;
+    for (auto& p : model->parameters())
+      parts.push_back(p.detach().to(torch::kFloat32).reshape({-1}));
+    res.params = torch::cat(parts);
+  });
+  for (int r = 1; r < world; ++r) {
+    EXPECT_TRUE(torch::equal(results[0].params, results[static_cast<size_t>(r)].params))
+        << "rank " << r << " differs";
+  }
+  return results[0];
+}
+
+TEST(MixedPrecision, Bf16WithCpuOffloadTracksFp32) {
+  for (int stage : {1, 2}) {
+    auto cfg = base_config(stage, 2, kGlobal, 1);
+    const auto fp32 = train(cfg, 2, 10);
+    cfg.bf16 = true;
+    cfg.zero.offload_optimizer.device = "cpu";
+    const auto bf16 = train(cfg, 2, 10);
+    for (size_t s = 0; s < fp32.losses.size(); ++s) {
+      EXPECT_NEAR(bf16.losses[s], fp32.losses[s], kBf16LossRelTol * fp32.losses[s])
+          << "stage " << stage << " step " << s;
+    }
+  }
+}
+
+TEST(MixedPrecision, OffloadPutsMasterStatesAndGradShardInTheOffloadTier) {
+  const int world = 2;
+  for (int stage : {1, 2}) {
+    auto cfg = base_config(stage, world, kGlobal, 1);
+    cfg.bf16 = true;
+    cfg.zero.offload_optimizer.device = "cpu";
+    std::vector<testing::TinyMlp> models{make_model(1), make_model(1)};
+    testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+      ZeroEngine engine(models[static_cast<size_t>(rank)].ptr(), cfg, comm);
+      const auto psi = static_cast<size_t>(engine.layout().padded_numel());
+      const auto m = engine.memory();
+      // Compute tier: 16-bit params (+ 16-bit full grads at stage 1); nothing fp32.
+      EXPECT_EQ(m.compute.params, 2 * psi);
+      EXPECT_EQ(m.compute.grads, stage == 1 ? 2 * psi : 0u);
+      EXPECT_EQ(m.compute.master, 0u);
+      EXPECT_EQ(m.compute.optim, 0u);
+      // Offload tier: fp32 master 4, m + v 8, fp32 grad shard 4 bytes per shard element.
+      EXPECT_EQ(m.offload.master, 4 * psi / world);
+      EXPECT_EQ(m.offload.optim, 8 * psi / world);
+      EXPECT_EQ(m.offload.grads, 4 * psi / world);
+      EXPECT_EQ(engine.flat_params().scalar_type(), torch::kBFloat16);
+    });
+  }
+}
+
+// LibTorch 1.13 has no fp16 matmul on CPU, so the fp16 tests use a model made of
+// elementwise ops (which do run in fp16 on CPU): out = (x * w1 + b1) * w2.
+struct ElementwiseImpl : torch::nn::Module {
+  ElementwiseImpl() {
+    w1 = register_parameter("w1", torch::randn({8}));
+    b1 = register_parameter("b1", torch::randn({8}));
+    w2 = register_parameter("w2", torch::randn({8}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return (x * w1 + b1) * w2; }
+  torch::Tensor w1, b1, w2;
+};
+TORCH_MODULE(Elementwise);
+
+TEST(MixedPrecision, Fp16OverflowSkipsTheStepOnEveryRankAndHalvesTheScale) {
+  const int world = 2;
+  auto cfg = base_config(2, world, kGlobal, 1);
+  cfg.fp16.enabled = true;
+  cfg.fp16.initial_scale_power = 10;
+  cfg.fp16.hysteresis = 1;
+  cfg.fp16.loss_scale_window = 1000;
+  cfg.zero.offload_optimizer.device = "cpu";
+  constexpr int kPoisonStep = 3;
+  torch::manual_seed(5);
+  Elementwise m0;
+  torch::manual_seed(5);
+  Elementwise m1;
+  std::vector<Elementwise> models{m0, m1};
+  std::vector<std::vector<StepStats>> stats(world);
+  std::vector<torch::Tensor> before(world), after(world);
+  testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+    auto model = models[static_cast<size_t>(rank)];
+    ZeroEngine engine(model.ptr(), cfg, comm);
+    for (int s = 0; s < 6; ++s) {
+      auto [x, y] = global_batch(s, kGlobal);
+      const int64_t micro = cfg.train_micro_batch_size_per_gpu;
+      auto out = model(x.narrow(0, rank * micro, micro).to(torch::kHalf));
+      auto loss = out.to(torch::kFloat32).square().mean();
+      // Only rank 1's gradient overflows at the poisoned step.
+      if (s == kPoisonStep && rank == 1) loss = loss * std::numeric_limits<float>::infinity();
+      engine.backward(loss);
+      if (s == kPoisonStep) before[static_cast<size_t>(rank)] = engine.flat_params().clone();
+      stats[static_cast<size_t>(rank)].push_back(engine.step());
+      if (s == kPoisonStep) after[static_cast<size_t>(rank)] = engine.flat_params().clone();
+    }
+  });
+  for (int r = 0; r < world; ++r) {
+    const auto& st = stats[static_cast<size_t>(r)];
+    for (int s = 0; s < 6; ++s) {
+      EXPECT_EQ(st[static_cast<size_t>(s)].skipped, s == kPoisonStep)
+          << "rank " << r << " step " << s;
+    }
+    EXPECT_DOUBLE_EQ(st[kPoisonStep].loss_scale, 1024.0);
+    EXPECT_DOUBLE_EQ(st[kPoisonStep + 1].loss_scale, 512.0) << "scale must halve after overflow";
+    EXPECT_TRUE(torch::equal(before[static_cast<size_t>(r)], after[static_cast<size_t>(r)]))
+        << "a skipped step changed rank " << r << "'s parameters";
+  }
+}
+
+TEST(MixedPrecision, Fp16OverflowAtMinimumScaleStopsWithADiagnosis) {
+  auto cfg = base_config(1, 1, kGlobal, 1);
+  cfg.fp16.enabled = true;
+  cfg.fp16.initial_scale_power = 1;  // scale 2
+  cfg.fp16.min_loss_scale = 1.0;
+  cfg.fp16.hysteresis = 1;
+  testing::run_ranks(1, [&](dist::CommPtr comm, int) {
+    Elementwise model;
+    ZeroEngine engine(model.ptr(), cfg, comm);
+    auto x = torch::randn({kGlobal, 8}).to(torch::kHalf);
+    auto bad = model(x).to(torch::kFloat32).sum() * std::numeric_limits<float>::infinity();
+    engine.backward(bad);
+    EXPECT_TRUE(engine.step().skipped);  // 2 -> 1
+    engine.backward(model(x).to(torch::kFloat32).sum() * std::numeric_limits<float>::infinity());
+    try {
+      engine.step();
+      ADD_FAILURE() << "no error at the minimum scale";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("step 2"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("2 -> 1"), std::string::npos) << msg;  // the history
+    }
+  });
+}
+
+TEST(Offload, AccumulationOverFourMicroBatchesMatchesOneBigBatch) {
+  for (int stage : {1, 2}) {
+    for (int world : {1, 3}) {  // 12 samples = 4 micro-batches x world x micro
+      auto big = base_config(stage, world, kGlobal, 1);
+      big.zero.offload_optimizer.device = "cpu";
+      auto acc = big;
+      ASSERT_EQ(kGlobal % (4 * world), 0);
+      acc.gradient_accumulation_steps = 4;
+      acc.train_micro_batch_size_per_gpu = kGlobal / (4 * world);
+      const auto a = train(acc, world, 8);
+      const auto b = train(big, world, 8);
+      auto plain = big;
+      plain.zero.offload_optimizer.device = "none";
+      const auto c = train(plain, world, 8);
+      for (size_t s = 0; s < a.losses.size(); ++s) {
+        EXPECT_NEAR(a.losses[s], b.losses[s], kAccumRelTol * b.losses[s]) << stage << "/" << world;
+        EXPECT_NEAR(b.losses[s], c.losses[s], kAccumRelTol * c.losses[s]) << stage << "/" << world;
+      }
+      EXPECT_LT(testing::rel_diff(a.params, b.params), kAccumRelTol);
+      EXPECT_TRUE(torch::equal(b.params, c.params)) << "offload changed the numbers";
+    }
+  }
+}
+
+TEST(Offload, RejectsNvmeForNow) {
+  auto cfg = base_config(2, 1, kGlobal, 1);
+  cfg.zero.offload_optimizer.device = "nvme";
+  testing::run_ranks(1, [&](dist::CommPtr comm, int) {
+    auto model = make_model(5);
+    EXPECT_THROW(ZeroEngine(model.ptr(), cfg, comm), UsageError);
+  });
+}
+
+}  // namespace
+}  // namespace zoff::engine
