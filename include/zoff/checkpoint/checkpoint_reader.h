@@ -1,0 +1,45 @@
+// Reads whole parameters back out of a checkpoint's per-rank shard files, one at a time,
+// without the engine and at any world size (export, generation, inspection).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "zoff/checkpoint/checkpoint.h"
+#include "zoff/checkpoint/rank_file.h"
+
+namespace zoff::checkpoint {
+
+class CheckpointReader {
+ public:
+  // Resolves `dir_or_root` (see resolve_checkpoint_dir), reads meta.json and checks every
+  // rank file: length and CRC32 against meta.json (one streaming pass each), header, and a
+  // "master" section of shard_size fp32 elements. Any problem is a zoff::UsageError naming
+  // the file.
+  explicit CheckpointReader(const std::string& dir_or_root);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const CheckpointInfo& info() const { return info_; }
+
+  // Elements [offset, offset + count) of the flat fp32 parameter buffer into `out`: rank r
+  // holds [r * S, (r + 1) * S) with S = shard_size, so a range may span several files.
+  void read_flat(int64_t offset, int64_t count, float* out) const;
+
+  // One parameter as a new fp32 tensor of its shape (the only memory it allocates).
+  torch::Tensor read_param(const partition::ParamSlot& slot) const;
+
+  // The slot named `name`; a missing one is a zoff::UsageError.
+  const partition::ParamSlot& slot(const std::string& name) const;
+
+ private:
+  CheckpointInfo info_;
+  std::vector<int> fds_;  // one open descriptor per rank file
+  std::vector<std::string> paths_;
+  std::vector<uint64_t> master_start_;  // bytes: file offset of each rank's "master" section
+};
+
+}  // namespace zoff::checkpoint

@@ -1,0 +1,475 @@
+// save_checkpoint / load_checkpoint: every rank writes or reads its shard file, rank 0 the
+// meta.json that makes the directory a checkpoint.
+#include "zoff/checkpoint/checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "zoff/checkpoint/atomic_file.h"
+#include "zoff/checkpoint/rank_file.h"
+#include "zoff/core/error.h"
+
+namespace zoff::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+std::string join(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
+}
+
+std::string rank_file_name(int rank) { return "rank_" + std::to_string(rank) + ".bin"; }
+std::string step_dir_name(int64_t step) { return "step_" + std::to_string(step); }
+
+std::string to_hex(const std::vector<uint8_t>& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  s.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    s.push_back(digits[b >> 4]);
+    s.push_back(digits[b & 15]);
+  }
+  return s;
+}
+
+std::vector<uint8_t> from_hex(const std::string& s, const std::string& where) {
+  auto nibble = [&](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw UsageError(where + ": torch_rng_state is not lower-case hex");
+  };
+  ZOFF_CHECK_ARG(s.size() % 2 == 0, where, ": torch_rng_state has an odd number of hex digits");
+  std::vector<uint8_t> out(s.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<uint8_t>(nibble(s[2 * i]) * 16 + nibble(s[2 * i + 1]));
+  }
+  return out;
+}
+
+// Every rank learns whether any rank failed. The failing rank rethrows its own exception;
+// the others throw saying which rank failed (its own message is printed by that rank).
+void agree_or_throw(dist::Comm& comm, std::exception_ptr mine, const std::string& what,
+                    bool usage) {
+  auto failed = torch::zeros({comm.size()}, torch::kInt64);
+  if (mine) failed[comm.rank()] = 1;
+  comm.all_reduce_sum(failed)->wait();
+  if (mine) std::rethrow_exception(mine);
+  for (int r = 0; r < comm.size(); ++r) {
+    if (failed[r].item<int64_t>() != 0) {
+      const std::string msg = detail::concat(what, ": failed on rank ", r, " (see its error)");
+      if (usage) throw UsageError(msg);
+      throw Error(msg);
+    }
+  }
+}
+
+ojson config_as_json(const std::string& text) {
+  if (text.empty()) return nullptr;
+  try {
+    return ojson::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    return text;  // keep it verbatim; it was the user's, not ours to judge here
+  }
+}
+
+std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInfo& run,
+                           const std::vector<std::string>& state_names,
+                           const std::vector<RankFileEntry>& files) {
+  const auto& layout = engine.layout();
+  const auto& cfg = engine.config();
+  ojson j;
+  j["format"] = "zoff-checkpoint";
+  j["format_version"] = kCheckpointFormatVersion;
+  j["step"] = engine.global_step();
+  j["applied_steps"] = engine.applied_steps();
+  j["world_size"] = engine.comm()->size();
+  j["zero_stage"] = cfg.zero.stage;
+  j["model"] = run.model;
+  j["preset"] = run.preset;
+  j["seed"] = run.seed;
+  j["optimizer"] = {{"type", cfg.optimizer.type}, {"state_names", state_names}};
+  // The data sampler is a pure function of (seed, step): the step is the data position.
+  j["data"] = {{"seed", run.seed},
+               {"step", engine.global_step()},
+               {"train_batch_size", cfg.train_batch_size},
+               {"samples_seen", engine.global_step() * cfg.train_batch_size}};
+  ojson slots = ojson::array();
+  for (const auto& s : layout.slots()) {
+    slots.push_back({{"name", s.name},
+                     {"offset", s.offset},
+                     {"numel", s.numel},
+                     {"shape", s.shape},
+                     {"module_index", s.module_index}});
+  }
+  j["layout"] = {{"numel", layout.numel()},
+                 {"padded_numel", layout.padded_numel()},
+                 {"shard_size", layout.shard_size()},
+                 {"slots", slots}};
+  j["torch_rng_state"] = to_hex(torch_rng_state());
+  ojson fj = ojson::array();
+  for (size_t r = 0; r < files.size(); ++r) {
+    fj.push_back({{"name", files[r].name},
+                  {"rank", r},
+                  {"bytes", files[r].bytes},
+                  {"crc32", files[r].crc32}});
+  }
+  j["files"] = fj;
+  j["config"] = config_as_json(run.config_text);
+  return j.dump(2) + "\n";
+}
+
+// This rank's shard file: master, optimizer states, RNG state.
+FileDigest write_this_rank(engine::ZeroEngine& engine, const std::string& dir,
+                           const std::vector<uint8_t>& rng) {
+  const int rank = engine.comm()->rank();
+  const auto shard = engine.shard();
+  RankFileHeader h;
+  h.rank = rank;
+  h.world = engine.comm()->size();
+  h.step = engine.global_step();
+  h.shard_offset = shard.offset;
+  h.shard_size = shard.size;
+  const uint64_t shard_bytes = static_cast<uint64_t>(shard.size) * sizeof(float);
+  auto master = engine.master_shard();
+  ZOFF_CHECK(master.is_contiguous() && master.scalar_type() == torch::kFloat32 &&
+                 master.numel() == shard.size,
+             "engine.master_shard() is not a contiguous fp32 tensor of ", shard.size, " elements");
+  h.sections.push_back({"master", "F32", 0, shard_bytes, master.data_ptr()});
+  auto states = engine.optimizer_state_shard();
+  for (auto& [name, t] : states) {
+    ZOFF_CHECK(t.is_contiguous() && t.scalar_type() == torch::kFloat32 && t.numel() == shard.size,
+               "optimizer state ", name, " is not a contiguous fp32 tensor of ", shard.size,
+               " elements");
+    h.sections.push_back({"optim." + name, "F32", 0, shard_bytes, t.data_ptr()});
+  }
+  h.sections.push_back({"rng_state", "U8", 0, rng.size(), rng.data()});
+  return write_rank_file(join(dir, rank_file_name(rank)), h);
+}
+
+std::vector<std::string> engine_state_names(engine::ZeroEngine& engine) {
+  std::vector<std::string> names;
+  for (auto& [name, t] : engine.optimizer_state_shard()) names.push_back(name);
+  return names;
+}
+
+std::string describe_shape(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Everything in meta.json that must match the engine and the run before loading.
+void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
+                      const CheckpointInfo& expected) {
+  const std::string where = "checkpoint " + info.dir;
+  const int world = engine.comm()->size();
+  ZOFF_CHECK_ARG(info.world_size == world, where, " was written by ", info.world_size,
+                 " rank(s), this job has ", world, ": resharding is not supported yet");
+  ZOFF_CHECK_ARG(info.zero_stage == engine.config().zero.stage, where,
+                 " was written at ZeRO stage ", info.zero_stage, ", this job's config has stage ",
+                 engine.config().zero.stage);
+  ZOFF_CHECK_ARG(info.optimizer_type == engine.config().optimizer.type, where, " has optimizer '",
+                 info.optimizer_type, "', this job's config has '", engine.config().optimizer.type,
+                 "'");
+  const auto names = engine_state_names(engine);
+  ZOFF_CHECK_ARG(info.state_names == names, where,
+                 " holds other optimizer states than this job's optimizer has");
+  ZOFF_CHECK_ARG(info.model == expected.model, where, " is of model '", info.model,
+                 "', this job trains '", expected.model, "'");
+  ZOFF_CHECK_ARG(info.preset == expected.preset, where, " is of preset '", info.preset,
+                 "', this job has '", expected.preset, "'");
+  ZOFF_CHECK_ARG(info.seed == expected.seed, where, " was trained with seed ", info.seed,
+                 ", this job has seed ", expected.seed, " (the data order would change)");
+  const auto& layout = engine.layout();
+  ZOFF_CHECK_ARG(
+      info.padded_numel == layout.padded_numel() && info.slots.size() == layout.slots().size(),
+      where, " has ", info.slots.size(), " parameters (", info.numel, " elements), this model has ",
+      layout.slots().size(), " (", layout.numel(), ")");
+  for (size_t i = 0; i < info.slots.size(); ++i) {
+    const auto& a = info.slots[i];
+    const auto& b = layout.slots()[i];
+    ZOFF_CHECK_ARG(
+        a.name == b.name && a.offset == b.offset && a.numel == b.numel && a.shape == b.shape, where,
+        ": parameter ", i, " is ", a.name, " ", describe_shape(a.shape), " at element ", a.offset,
+        ", this model has ", b.name, " ", describe_shape(b.shape), " at element ", b.offset);
+  }
+}
+
+// Checks this rank's file completely (length, CRC32, header) and returns its header.
+RankFileHeader verify_rank_file(const CheckpointInfo& info, engine::ZeroEngine& engine) {
+  const int rank = engine.comm()->rank();
+  const auto& entry = info.files.at(static_cast<size_t>(rank));
+  const std::string path = join(info.dir, entry.name);
+  struct stat st {};
+  ZOFF_CHECK_ARG(::stat(path.c_str(), &st) == 0, path, ": missing (", std::strerror(errno), ")");
+  const auto bytes = static_cast<uint64_t>(st.st_size);
+  ZOFF_CHECK_ARG(bytes == entry.bytes, path, ": ", bytes, " bytes, meta.json says ", entry.bytes,
+                 bytes < entry.bytes ? " (truncated)" : "");
+  const auto digest = digest_file(path);
+  ZOFF_CHECK_ARG(digest.bytes == entry.bytes, path, ": changed while being read");
+  ZOFF_CHECK_ARG(digest.crc32 == entry.crc32, path, ": corrupt (CRC32 ", digest.crc32,
+                 ", meta.json says ", entry.crc32, ")");
+
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ZOFF_CHECK_ARG(fd >= 0, "cannot read ", path, ": ", std::strerror(errno));
+  RankFileHeader h;
+  try {
+    h = read_rank_file_header(fd, path, bytes);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  const auto shard = engine.shard();
+  ZOFF_CHECK_ARG(h.rank == rank && h.world == info.world_size && h.step == info.step &&
+                     h.shard_offset == shard.offset && h.shard_size == shard.size,
+                 path, ": header says rank ", h.rank, " of ", h.world, ", step ", h.step,
+                 ", shard [", h.shard_offset, ", +", h.shard_size, "); expected rank ", rank,
+                 " of ", info.world_size, ", step ", info.step, ", shard [", shard.offset, ", +",
+                 shard.size, ")");
+  const uint64_t shard_bytes = static_cast<uint64_t>(shard.size) * sizeof(float);
+  std::vector<std::string> needed{"master"};
+  for (const auto& n : info.state_names) needed.push_back("optim." + n);
+  for (const auto& n : needed) {
+    const auto& s = h.section(n, path);
+    ZOFF_CHECK_ARG(s.dtype == "F32" && s.bytes == shard_bytes, path, ": section '", n, "' is ",
+                   s.dtype, " of ", s.bytes, " bytes, expected F32 of ", shard_bytes);
+  }
+  const auto& rng = h.section("rng_state", path);
+  ZOFF_CHECK_ARG(rng.bytes == torch_rng_state().size(), path, ": rng_state has ", rng.bytes,
+                 " bytes, this LibTorch's generator state has ", torch_rng_state().size());
+  return h;
+}
+
+// Reads the verified file straight into the engine's shards (no second copy in memory).
+std::vector<uint8_t> read_into_engine(const CheckpointInfo& info, const RankFileHeader& h,
+                                      engine::ZeroEngine& engine) {
+  const std::string path = join(info.dir, info.files.at(static_cast<size_t>(h.rank)).name);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ZOFF_CHECK(fd >= 0, "cannot read ", path, ": ", std::strerror(errno));
+  std::vector<uint8_t> rng;
+  try {
+    auto fill = [&](const std::string& name, torch::Tensor t) {
+      ZOFF_CHECK(t.is_contiguous() && t.scalar_type() == torch::kFloat32, "engine shard ", name,
+                 " is not a contiguous fp32 tensor");
+      const auto& s = h.section(name, path);
+      read_exact(fd, path, h.data_start + s.offset, t.data_ptr(), s.bytes);
+    };
+    fill("master", engine.master_shard());
+    for (auto& [name, t] : engine.optimizer_state_shard()) fill("optim." + name, t);
+    const auto& s = h.section("rng_state", path);
+    rng.resize(s.bytes);
+    read_exact(fd, path, h.data_start + s.offset, rng.data(), s.bytes);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return rng;
+}
+
+}  // namespace
+
+std::vector<uint8_t> torch_rng_state() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  at::Tensor state;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    state = gen.get_state();
+  }
+  state = state.contiguous();
+  const auto* p = state.data_ptr<uint8_t>();
+  return std::vector<uint8_t>(p, p + state.numel());
+}
+
+void set_torch_rng_state(const std::vector<uint8_t>& bytes) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  auto state = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(state.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  try {
+    gen.set_state(state);
+  } catch (const c10::Error& e) {
+    throw UsageError(detail::concat("torch RNG state of ", bytes.size(),
+                                    " bytes rejected: ", e.what_without_backtrace()));
+  }
+}
+
+std::string resolve_checkpoint_dir(const std::string& dir_or_root) {
+  std::error_code ec;
+  ZOFF_CHECK_ARG(fs::is_directory(dir_or_root, ec), "checkpoint directory ", dir_or_root,
+                 " does not exist");
+  if (fs::exists(join(dir_or_root, kMetaFileName), ec)) return dir_or_root;
+  const std::string latest = join(dir_or_root, kLatestFileName);
+  ZOFF_CHECK_ARG(fs::exists(latest, ec), dir_or_root, ": not a checkpoint (no ", kMetaFileName,
+                 ": incomplete or not one) and no '", kLatestFileName, "' file");
+  std::string name = read_text_file(latest);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  ZOFF_CHECK_ARG(!name.empty() && name.find('/') == std::string::npos, latest,
+                 ": does not name a step directory");
+  const std::string dir = join(dir_or_root, name);
+  ZOFF_CHECK_ARG(fs::exists(join(dir, kMetaFileName), ec), latest, " names ", dir,
+                 ", which has no ", kMetaFileName, " (incomplete checkpoint)");
+  return dir;
+}
+
+bool has_checkpoint(const std::string& dir_or_root) {
+  try {
+    resolve_checkpoint_dir(dir_or_root);
+    return true;
+  } catch (const UsageError&) {
+    return false;
+  }
+}
+
+CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
+  CheckpointInfo info;
+  info.dir = resolve_checkpoint_dir(dir_or_root);
+  const std::string path = join(info.dir, kMetaFileName);
+  const std::string text = read_text_file(path);
+  try {
+    const auto j = nlohmann::json::parse(text);
+    ZOFF_CHECK_ARG(j.at("format").get<std::string>() == "zoff-checkpoint", path,
+                   ": not a zoff checkpoint");
+    info.format_version = j.at("format_version").get<int>();
+    ZOFF_CHECK_ARG(info.format_version == kCheckpointFormatVersion, path, ": format version ",
+                   info.format_version, ", this zoff reads version ", kCheckpointFormatVersion);
+    info.step = j.at("step").get<int64_t>();
+    info.applied_steps = j.at("applied_steps").get<int64_t>();
+    info.world_size = j.at("world_size").get<int>();
+    info.zero_stage = j.at("zero_stage").get<int>();
+    info.model = j.at("model").get<std::string>();
+    info.preset = j.at("preset").get<std::string>();
+    info.seed = j.at("seed").get<uint64_t>();
+    info.optimizer_type = j.at("optimizer").at("type").get<std::string>();
+    info.state_names = j.at("optimizer").at("state_names").get<std::vector<std::string>>();
+    info.train_batch_size = j.at("data").at("train_batch_size").get<int64_t>();
+    const auto& layout = j.at("layout");
+    info.numel = layout.at("numel").get<int64_t>();
+    info.padded_numel = layout.at("padded_numel").get<int64_t>();
+    for (const auto& s : layout.at("slots")) {
+      partition::ParamSlot slot;
+      slot.name = s.at("name").get<std::string>();
+      slot.offset = s.at("offset").get<int64_t>();
+      slot.numel = s.at("numel").get<int64_t>();
+      slot.shape = s.at("shape").get<std::vector<int64_t>>();
+      slot.module_index = s.at("module_index").get<size_t>();
+      ZOFF_CHECK_ARG(
+          slot.offset >= 0 && slot.numel >= 0 && slot.offset + slot.numel <= info.padded_numel,
+          path, ": parameter ", slot.name, " lies outside the layout");
+      info.slots.push_back(slot);
+    }
+    info.rng_state = from_hex(j.at("torch_rng_state").get<std::string>(), path);
+    for (const auto& f : j.at("files")) {
+      info.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<uint64_t>(),
+                            f.at("crc32").get<uint32_t>()});
+    }
+    if (j.contains("config") && !j.at("config").is_null()) {
+      info.config_text =
+          j.at("config").is_string() ? j.at("config").get<std::string>() : j.at("config").dump(2);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw UsageError(detail::concat(path, ": corrupt: ", e.what()));
+  }
+  ZOFF_CHECK_ARG(info.world_size >= 1 && info.padded_numel % info.world_size == 0, path,
+                 ": world_size ", info.world_size, " does not divide padded_numel ",
+                 info.padded_numel);
+  ZOFF_CHECK_ARG(info.files.size() == static_cast<size_t>(info.world_size), path, ": lists ",
+                 info.files.size(), " rank files for world size ", info.world_size);
+  for (size_t r = 0; r < info.files.size(); ++r) {
+    ZOFF_CHECK_ARG(info.files[r].name == rank_file_name(static_cast<int>(r)), path, ": file ", r,
+                   " is named '", info.files[r].name, "'");
+  }
+  return info;
+}
+
+std::string save_checkpoint(engine::ZeroEngine& engine, const std::string& root_dir,
+                            const CheckpointInfo& run) {
+  auto& comm = *engine.comm();
+  const std::string dir = join(root_dir, step_dir_name(engine.global_step()));
+  const std::string what = "saving checkpoint " + dir;
+
+  // 1. The directory exists and does not look complete while its files change.
+  std::exception_ptr failure;
+  try {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    ZOFF_CHECK(fs::is_directory(dir), "cannot create checkpoint directory ", dir, ": ",
+               ec.message());
+    if (comm.rank() == 0 && fs::exists(join(dir, kMetaFileName))) {
+      ZOFF_CHECK(fs::remove(join(dir, kMetaFileName), ec), "cannot remove the old ",
+                 join(dir, kMetaFileName), ": ", ec.message());
+      fsync_directory(dir);
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  agree_or_throw(comm, failure, what, false);
+
+  // 2. Every rank writes its shard file; rank 0 learns their lengths and CRCs.
+  const auto rng = torch_rng_state();
+  FileDigest digest;
+  try {
+    digest = write_this_rank(engine, dir, rng);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  auto mine = torch::tensor({failure ? int64_t{1} : int64_t{0}, static_cast<int64_t>(digest.crc32),
+                             static_cast<int64_t>(digest.bytes)},
+                            torch::kInt64);
+  auto all = torch::empty({3 * comm.size()}, torch::kInt64);
+  comm.all_gather(mine, all)->wait();
+  agree_or_throw(comm, failure, what, false);
+
+  // 3. Rank 0 writes meta.json (the commit point), then points `latest` at the directory.
+  if (comm.rank() == 0) {
+    try {
+      std::vector<RankFileEntry> files;
+      for (int r = 0; r < comm.size(); ++r) {
+        files.push_back({rank_file_name(r), static_cast<uint64_t>(all[3 * r + 2].item<int64_t>()),
+                         static_cast<uint32_t>(all[3 * r + 1].item<int64_t>())});
+      }
+      write_file_atomically(join(dir, kMetaFileName),
+                            meta_json_text(engine, run, engine_state_names(engine), files));
+      write_file_atomically(join(root_dir, kLatestFileName),
+                            step_dir_name(engine.global_step()) + "\n");
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  agree_or_throw(comm, failure, what, false);
+  return dir;
+}
+
+CheckpointInfo load_checkpoint(engine::ZeroEngine& engine, const std::string& dir_or_root,
+                               const CheckpointInfo& expected) {
+  auto& comm = *engine.comm();
+  CheckpointInfo info;
+  RankFileHeader header;
+  std::exception_ptr failure;
+  try {
+    info = read_checkpoint_info(dir_or_root);
+    check_compatible(info, engine, expected);
+    header = verify_rank_file(info, engine);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // Nobody touches the engine unless every rank's checks passed.
+  agree_or_throw(comm, failure, "loading checkpoint " + dir_or_root, true);
+  info.rng_state = read_into_engine(info, header, engine);
+  set_torch_rng_state(info.rng_state);
+  engine.restore_from_shards(info.step, info.applied_steps);
+  return info;
+}
+
+}  // namespace zoff::checkpoint

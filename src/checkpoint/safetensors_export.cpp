@@ -1,0 +1,75 @@
+// export_safetensors: our own small safetensors writer fed by CheckpointReader.
+#include "zoff/checkpoint/safetensors_export.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "zoff/checkpoint/atomic_file.h"
+#include "zoff/checkpoint/checkpoint_reader.h"
+#include "zoff/core/error.h"
+
+namespace zoff::checkpoint {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors data is little-endian and written from memory as is");
+
+// The spec pads the JSON header with spaces so the data starts 8-byte aligned.
+constexpr size_t kHeaderAlign = 8;
+
+}  // namespace
+
+ExportSummary export_safetensors(const std::string& dir_or_root, const std::string& out_path) {
+  CheckpointReader reader(dir_or_root);
+  const auto& info = reader.info();
+  const auto parent = std::filesystem::path(out_path).parent_path();
+  std::error_code ec;
+  ZOFF_CHECK_ARG(parent.empty() || std::filesystem::is_directory(parent, ec), "--out ", out_path,
+                 ": directory ", parent.string(), " does not exist");
+
+  // Module registration order, offsets back to back.
+  std::vector<partition::ParamSlot> slots = info.slots;
+  std::sort(slots.begin(), slots.end(),
+            [](const auto& a, const auto& b) { return a.module_index < b.module_index; });
+  nlohmann::ordered_json header;
+  header["__metadata__"] = {{"format", "pt"},
+                            {"producer", "zoff"},
+                            {"model", info.model},
+                            {"preset", info.preset},
+                            {"step", std::to_string(info.step)},
+                            {"checkpoint", info.dir}};
+  uint64_t offset = 0;
+  ExportSummary summary;
+  for (const auto& s : slots) {
+    const uint64_t bytes = static_cast<uint64_t>(s.numel) * sizeof(float);
+    header[s.name] = {
+        {"dtype", "F32"}, {"shape", s.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    summary.elements += s.numel;
+  }
+  std::string text = header.dump();
+  text.append((kHeaderAlign - text.size() % kHeaderAlign) % kHeaderAlign, ' ');
+  const uint64_t n = text.size();
+
+  AtomicFileWriter out = [&]() -> AtomicFileWriter {
+    try {
+      return AtomicFileWriter(out_path);
+    } catch (const Error& e) {
+      throw UsageError(detail::concat("--out ", out_path, ": ", e.what()));
+    }
+  }();
+  out.write(&n, sizeof n);  // uint64 little-endian
+  out.write(text.data(), text.size());
+  for (const auto& s : slots) {
+    const auto t = reader.read_param(s);
+    out.write(t.data_ptr<float>(), static_cast<size_t>(s.numel) * sizeof(float));
+  }
+  summary.checkpoint_dir = info.dir;
+  summary.tensors = static_cast<int64_t>(slots.size());
+  summary.file_bytes = out.bytes();
+  out.commit();
+  return summary;
+}
+
+}  // namespace zoff::checkpoint
