@@ -138,6 +138,25 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// The start-of-run table of model-state bytes on this rank, per category and tier.
+std::string memory_table(const engine::MemoryStats& m) {
+  std::string out = "model states on this rank     compute tier    offload tier (host)\n";
+  auto row = [&](const char* name, size_t c, size_t o) {
+    char line[128];
+    std::snprintf(line, sizeof line, "  %-26s %12s    %12s\n", name,
+                  human_bytes(static_cast<double>(c)).c_str(),
+                  o == 0 ? "-" : human_bytes(static_cast<double>(o)).c_str());
+    out += line;
+  };
+  row("parameters", m.compute.params, m.offload.params);
+  row("gradients", m.compute.grads, m.offload.grads);
+  row("fp32 master", m.compute.master, m.offload.master);
+  row("optimizer states", m.compute.optim, m.offload.optim);
+  row("buffers (at start)", m.compute.buffers, m.offload.buffers);
+  row("total", m.compute.total(), m.offload.total());
+  return out;
+}
+
 // Writes the module's parameters with torch::save (LibTorch's own archive format), to a
 // temporary name first so a crash never leaves a half-written file.
 void save_module(torch::nn::Module& module, const std::string& path) {
@@ -193,7 +212,6 @@ TrainSummary run_training(const TrainOptions& o) {
   }
   StepLog log(leader ? o.log_path : "");
   if (leader) {
-    const auto m = stepper->memory();
     std::printf("zoff train: %s%s, %d rank(s), stage %d, %s, global batch %lld (micro %lld x "
                 "accum %lld x ranks %d), %d thread(s)/rank\n",
                 task->name().c_str(), o.preset.empty() ? "" : (" " + o.preset).c_str(),
@@ -201,11 +219,7 @@ TrainSummary run_training(const TrainOptions& o) {
                 static_cast<long long>(cfg.train_batch_size),
                 static_cast<long long>(cfg.train_micro_batch_size_per_gpu),
                 static_cast<long long>(cfg.gradient_accumulation_steps), world.world_size, threads);
-    std::printf("model states on this rank: params %s, grads %s, optimizer %s, buffers %s\n",
-                human_bytes(static_cast<double>(m.params())).c_str(),
-                human_bytes(static_cast<double>(m.grads())).c_str(),
-                human_bytes(static_cast<double>(m.optim())).c_str(),
-                human_bytes(static_cast<double>(m.buffers())).c_str());
+    std::printf("%s", memory_table(stepper->memory()).c_str());
     std::fflush(stdout);
   }
 
