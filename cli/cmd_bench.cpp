@@ -15,7 +15,7 @@ struct BenchOptimFlags {
   int64_t params = 50'000'000;
   int threads = 2;
   int steps = 5;
-  int repeats = 3;
+  int repeats = 5;
   bool json = false;
 };
 

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <sstream>
+#include <vector>
 
 #include "zoff/core/error.h"
 #include "zoff/optim/aligned_floats.h"
@@ -30,18 +32,28 @@ constexpr double kAdamBf16Bytes = 30;  // + 2-byte copy
 constexpr double kSgdBytes = 20;       // read p g buf, write p buf
 constexpr double kAdagradBytes = 20;   // read p g sum, write p sum
 
-// Best params/s over `repeats` timed runs of `steps` calls, after one warm-up call (which
-// also faults in lazily allocated pages).
-double measure(const OptimizerBenchOptions& o, const std::function<void()>& step) {
-  step();
-  double best = 0;
+// One thing being timed: `step` moves the whole span once.
+struct Contestant {
+  std::map<std::string, double>* table;
+  std::string name;
+  std::function<void()> step;
+  double best = 0;  // params/s
+};
+
+// Times every contestant `repeats` times, round robin (so a burst of load from other
+// processes hits all of them alike), each time `steps` calls after one warm-up call (which
+// also faults in lazily allocated pages). The best repetition counts.
+void measure_round_robin(const OptimizerBenchOptions& o, std::vector<Contestant>& contestants) {
+  for (auto& c : contestants) c.step();
   for (int r = 0; r < o.repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int s = 0; s < o.steps; ++s) step();
-    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
-    best = std::max(best, static_cast<double>(o.params) * o.steps / seconds.count());
+    for (auto& c : contestants) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int s = 0; s < o.steps; ++s) c.step();
+      const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+      c.best = std::max(c.best, static_cast<double>(o.params) * o.steps / seconds.count());
+    }
   }
-  return best;
+  for (const auto& c : contestants) (*c.table)[c.name] = c.best;
 }
 
 // Deterministic O(1) params and small gradients, written by the pool (first touch).
@@ -66,24 +78,24 @@ OptimizerOptions bench_options(const std::string& type) {
   return o;
 }
 
-double measure_optimizer(const OptimizerBenchOptions& o, const std::string& type,
-                         OptimizerBackend backend, CopyOut copy_out, float* p, const float* g,
-                         uint16_t* out16) {
-  const auto options = bench_options(type);
-  auto opt = make_shard_optimizer(options, o.params, backend, o.threads);
-  return measure(o, [&] { opt->step(p, g, options.lr, copy_out, out16); });
+// A step of a ShardOptimizer of `type` over the whole span.
+std::function<void()> optimizer_step(ShardOptimizer& opt, const std::string& type, CopyOut copy_out,
+                                     float* p, const float* g, uint16_t* out16) {
+  const double lr = bench_options(type).lr;
+  return [&opt, lr, copy_out, p, g, out16] { opt.step(p, g, lr, copy_out, out16); };
 }
 
-double measure_probe(const OptimizerBenchOptions& o, ThreadPool& pool, float* p, const float* g,
-                     float* m, float* v, uint16_t* out16) {
+// A pass of the streaming probe over the whole span, split like the fused optimizers split it.
+std::function<void()> probe_step(const OptimizerBenchOptions& o, ThreadPool& pool, float* p,
+                                 const float* g, float* m, float* v, uint16_t* out16) {
   const auto bounds = split_on_cache_lines(o.params, pool.size(), first_cache_line_index(p), 1);
-  return measure(o, [&] {
+  return [&pool, bounds, p, g, m, v, out16] {
     pool.run([&](int k) {
       const size_t b = bounds[static_cast<size_t>(k)];
       const size_t e = bounds[static_cast<size_t>(k) + 1];
       if (e > b) stream_probe(p + b, g + b, m + b, v + b, e - b, out16 ? out16 + b : nullptr);
     });
-  });
+  };
 }
 
 }  // namespace
@@ -110,35 +122,50 @@ OptimizerBenchResult run_optimizer_bench(const OptimizerBenchOptions& o) {
   AlignedFloats p(o.params), g(o.params);
   std::vector<uint16_t> out16(o.params);
   fill_inputs(pool, p.data(), g.data(), o.params);
+  float* pd = p.data();
+  const float* gd = g.data();
 
-  // zoff's fused kernels (each optimizer owns its state and is freed after its run).
-  const auto fused = OptimizerBackend::kFused;
-  result.zoff["adamw"] =
-      measure_optimizer(o, "adamw", fused, CopyOut::kNone, p.data(), g.data(), nullptr);
-  result.zoff["adamw_bf16_out"] =
-      measure_optimizer(o, "adamw", fused, CopyOut::kBf16, p.data(), g.data(), out16.data());
-  for (const char* type : {"adam", "sgd", "adagrad"}) {
-    result.zoff[type] =
-        measure_optimizer(o, type, fused, CopyOut::kNone, p.data(), g.data(), nullptr);
-  }
-
-  // The streaming probe on scratch m, v of its own.
+  // Phase 1: zoff's fused kernels and the probe, interleaved (their ratio is the point).
   {
-    AlignedFloats m(o.params), v(o.params);
+    std::map<std::string, std::unique_ptr<ShardOptimizer>> fused;
+    for (const char* type : {"adamw", "adam", "sgd", "adagrad"}) {
+      fused[type] =
+          make_shard_optimizer(bench_options(type), o.params, OptimizerBackend::kFused, o.threads);
+    }
+    AlignedFloats m(o.params), v(o.params);  // the probe's own scratch state
     fill_inputs(pool, m.data(), v.data(), o.params);
-    result.probe["adam_fp32"] =
-        measure_probe(o, pool, p.data(), g.data(), m.data(), v.data(), nullptr);
-    result.probe["adam_bf16_out"] =
-        measure_probe(o, pool, p.data(), g.data(), m.data(), v.data(), out16.data());
+    std::vector<Contestant> phase;
+    auto add = [&](std::map<std::string, double>& table, const char* name,
+                   std::function<void()> step) {
+      phase.push_back({&table, name, step});
+    };
+    add(result.zoff, "adamw",
+        optimizer_step(*fused["adamw"], "adamw", CopyOut::kNone, pd, gd, nullptr));
+    add(result.probe, "adam_fp32", probe_step(o, pool, pd, gd, m.data(), v.data(), nullptr));
+    add(result.zoff, "adamw_bf16_out",
+        optimizer_step(*fused["adamw"], "adamw", CopyOut::kBf16, pd, gd, out16.data()));
+    add(result.probe, "adam_bf16_out",
+        probe_step(o, pool, pd, gd, m.data(), v.data(), out16.data()));
+    for (const char* type : {"adam", "sgd", "adagrad"}) {
+      add(result.zoff, type, optimizer_step(*fused[type], type, CopyOut::kNone, pd, gd, nullptr));
+    }
+    measure_round_robin(o, phase);
   }
-  fill_inputs(pool, p.data(), g.data(), o.params);  // the probe scribbled on p
 
-  // LibTorch's optimizers with o.threads intra-op threads.
+  // Phase 2: LibTorch's optimizers on the same spans, with o.threads intra-op threads.
+  fill_inputs(pool, pd, g.data(), o.params);  // the probe scribbled on p
   const int torch_threads_before = torch::get_num_threads();
   torch::set_num_threads(o.threads);
-  for (const char* type : {"adamw", "adam", "sgd", "adagrad"}) {
-    result.torch[type] = measure_optimizer(o, type, OptimizerBackend::kTorch, CopyOut::kNone,
-                                           p.data(), g.data(), nullptr);
+  {
+    std::map<std::string, std::unique_ptr<ShardOptimizer>> reference;
+    std::vector<Contestant> phase;
+    for (const char* type : {"adamw", "adam", "sgd", "adagrad"}) {
+      reference[type] =
+          make_shard_optimizer(bench_options(type), o.params, OptimizerBackend::kTorch, o.threads);
+      phase.push_back({&result.torch, type,
+                       optimizer_step(*reference[type], type, CopyOut::kNone, pd, gd, nullptr)});
+    }
+    measure_round_robin(o, phase);
   }
   torch::set_num_threads(torch_threads_before);
   return result;

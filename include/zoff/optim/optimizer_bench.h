@@ -11,7 +11,7 @@ struct OptimizerBenchOptions {
   size_t params = 50'000'000;  // elements per span (fp32: 4 bytes each, 5+ spans live at once)
   int threads = 2;             // zoff pool threads, probe threads and torch::set_num_threads
   int steps = 5;               // optimizer steps per timed repetition
-  int repeats = 3;             // timed repetitions after one warm-up step; the best counts
+  int repeats = 5;             // timed repetitions (round robin) after a warm-up; best counts
 };
 
 // Throws zoff::UsageError naming the flag (--params, --threads, --steps, --repeats).
