@@ -314,6 +314,15 @@ void parse_zero(Section& top, Config& c) {
     read_checked(
         off->string("nvme_path"), &oc.nvme_path, *off, "nvme_path",
         [](const std::string&) { return true; }, "");
+    if (std::optional<Section> dpu = off->section("delayed_param_update")) {
+      read_checked(dpu->boolean("enabled"), &oc.delayed_param_update, *dpu, "enabled", any, "");
+      read_checked(dpu->integer("warmup_steps"), &oc.dpu_warmup_steps, *dpu, "warmup_steps",
+                   [](int64_t v) { return v >= 0; }, "must be >= 0 (steps)");
+      if (oc.delayed_param_update && oc.device != "cpu") {
+        fail(dpu->path_of("enabled"), json(true), "needs offload_optimizer.device = \"cpu\"");
+      }
+      dpu->warn_unknown();
+    }
     if (oc.device == "nvme" && oc.nvme_path.empty()) {
       fail(off->path_of("device"), json(oc.device),
            "needs zero_optimization.offload_optimizer.nvme_path");

@@ -117,6 +117,43 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
   optimizer_ = optim::make_shard_optimizer(config_.optimizer, static_cast<size_t>(opt_numel),
                                            options_.optimizer_backend, options_.optimizer_threads);
   if (config_.fp16.enabled) scaler_ = std::make_unique<LossScaler>(config_.fp16);
+  dpu_ = offload_ && offload.delayed_param_update;
+  if (dpu_) {
+    ZOFF_CHECK(master_owned_, "delayed parameter update needs an owned master copy");
+    dpu_grads_ = torch::empty({opt_numel}, master_.options());
+    dpu_out_ = torch::empty(
+        {opt_numel}, torch::TensorOptions().dtype(
+                         compute_dtype_ == torch::kFloat32 ? torch::kFloat32 : compute_dtype_));
+  }
+}
+
+ZeroEngine::~ZeroEngine() {
+  if (pending_update_.valid()) pending_update_.wait();
+}
+
+void ZeroEngine::launch_delayed_update(const torch::Tensor& grads, double lr) {
+  // The update reads its own copy of the gradients (the reducer's buffer is refilled by
+  // the next backward) and writes the new 16-bit values aside (the module reads the
+  // current ones meanwhile). synchronize() brings them in.
+  dpu_grads_.copy_(grads);
+  pending_update_ = std::async(std::launch::async, [this, lr] {
+    optim::CopyOut copy_out = optim::CopyOut::kNone;
+    uint16_t* out16 = nullptr;
+    if (compute_dtype_ != torch::kFloat32) {
+      copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
+      out16 = reinterpret_cast<uint16_t*>(dpu_out_.data_ptr());
+    }
+    optimizer_->step(master_.data_ptr<float>(), dpu_grads_.data_ptr<float>(), lr, copy_out, out16);
+    if (compute_dtype_ == torch::kFloat32) dpu_out_.copy_(master_);
+  });
+}
+
+void ZeroEngine::synchronize() {
+  if (!pending_update_.valid()) return;
+  torch::NoGradGuard no_grad;
+  pending_update_.get();  // rethrows what the update threw
+  params_->range(opt_offset_, master_.numel()).copy_(dpu_out_, /*non_blocking=*/true);
+  if (config_.zero.stage > 0) all_gather_params();
 }
 
 void ZeroEngine::backward(const torch::Tensor& loss) {
@@ -157,6 +194,9 @@ StepStats ZeroEngine::step() {
       " backward calls; gradient_accumulation_steps = ", config_.gradient_accumulation_steps);
   torch::NoGradGuard no_grad;
   StepStats stats;
+  // The previous step's delayed update lands now: this step's gradients were computed on
+  // the parameters before it, the next forward sees it.
+  synchronize();
   auto grads = reducer_->reduced_grads();
   if (scaler_) {
     stats.loss_scale = scaler_->scale();
@@ -189,6 +229,15 @@ StepStats ZeroEngine::step() {
   }
 
   stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
+  if (dpu_ && step_ >= config_.zero.offload_optimizer.dpu_warmup_steps) {
+    launch_delayed_update(grads, stats.lr);
+    if (scaler_) scaler_->update(/*overflow=*/false, step_ + 1);
+    reducer_->zero_grads();
+    micro_ = 0;
+    ++applied_;
+    stats.step = ++step_;
+    return stats;
+  }
   optim::CopyOut copy_out = optim::CopyOut::kNone;
   uint16_t* out16 = nullptr;
   if (compute_dtype_ != torch::kFloat32) {
@@ -242,10 +291,14 @@ void ZeroEngine::all_gather_params() {
 }
 
 torch::Tensor ZeroEngine::master_shard() {
+  ZOFF_CHECK(!pending_update_.valid(),
+             "master_shard() during a delayed update: synchronize() first");
   return master_.narrow(0, shard_.offset - opt_offset_, shard_.size);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::optimizer_state_shard() {
+  ZOFF_CHECK(!pending_update_.valid(),
+             "optimizer_state_shard() during a delayed update: synchronize() first");
   std::vector<std::pair<std::string, torch::Tensor>> out;
   // Stage 0's optimizer spans the whole padded buffer: hand out this rank's range of it.
   const int64_t numel = static_cast<int64_t>(optimizer_->numel());
@@ -276,6 +329,7 @@ void ZeroEngine::restore_from_shards(int64_t step, int64_t applied_steps) {
     params_->range(opt_offset_, master_.numel()).copy_(master_);
   }
   all_gather_params();
+  ZOFF_CHECK(!pending_update_.valid(), "restore_from_shards during a delayed update");
   step_ = step;
   applied_ = applied_steps < 0 ? step : applied_steps;
   optimizer_->set_step_count(applied_);

@@ -20,8 +20,8 @@ nlohmann::json tier_json(const engine::TierBytes& t) {
 StepLog::StepLog(const std::string& path) : path_(path) {
   if (path.empty()) return;
   file_ = std::fopen(path.c_str(), "w");
-  ZOFF_CHECK_ARG(file_ != nullptr, "--log ", path, ": cannot open for writing: ",
-                 std::strerror(errno));
+  ZOFF_CHECK_ARG(file_ != nullptr, "--log ", path,
+                 ": cannot open for writing: ", std::strerror(errno));
 }
 
 StepLog::~StepLog() {

@@ -83,8 +83,8 @@ class GptTask : public Task {
 class CnnTask : public Task {
  public:
   CnnTask(const std::string& preset, uint64_t /*seed*/) {
-    ZOFF_CHECK_ARG(preset.empty() || preset == "default",
-                   "cnn: unknown preset '", preset, "' (valid: default)");
+    ZOFF_CHECK_ARG(preset.empty() || preset == "default", "cnn: unknown preset '", preset,
+                   "' (valid: default)");
     split_ = data::load_fashion_mnist();
     model_ = models::FashionCnn();
   }

@@ -32,6 +32,8 @@ class Stepper {
   virtual void backward(const torch::Tensor& loss) = 0;
   virtual engine::StepStats step() = 0;
   virtual engine::MemoryStats memory() const = 0;
+  // Lands any update still in flight (delayed parameter update). Collective.
+  virtual void synchronize() {}
 };
 
 class EngineStepper : public Stepper {
@@ -40,6 +42,7 @@ class EngineStepper : public Stepper {
                 dist::CommPtr comm, engine::EngineOptions opts)
       : engine_(std::move(module), cfg, std::move(comm), opts) {}
   void backward(const torch::Tensor& loss) override { engine_.backward(loss); }
+  void synchronize() override { engine_.synchronize(); }
   engine::StepStats step() override { return engine_.step(); }
   engine::MemoryStats memory() const override { return engine_.memory(); }
 
@@ -57,25 +60,32 @@ class ReferenceStepper : public Stepper {
     for (auto& p : params_) numel += p.numel();
     int states = 0;
     if (o.type == "adamw") {
-      optimizer_ = std::make_unique<torch::optim::AdamW>(
-          params_, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps)
-                       .weight_decay(o.weight_decay));
+      optimizer_ =
+          std::make_unique<torch::optim::AdamW>(params_, torch::optim::AdamWOptions(o.lr)
+                                                             .betas({o.beta1, o.beta2})
+                                                             .eps(o.eps)
+                                                             .weight_decay(o.weight_decay));
       states = 2;
     } else if (o.type == "adam") {
-      optimizer_ = std::make_unique<torch::optim::Adam>(
-          params_, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps)
-                       .weight_decay(o.weight_decay));
+      optimizer_ = std::make_unique<torch::optim::Adam>(params_, torch::optim::AdamOptions(o.lr)
+                                                                     .betas({o.beta1, o.beta2})
+                                                                     .eps(o.eps)
+                                                                     .weight_decay(o.weight_decay));
       states = 2;
     } else if (o.type == "sgd") {
-      optimizer_ = std::make_unique<torch::optim::SGD>(
-          params_, torch::optim::SGDOptions(o.lr).momentum(o.momentum).dampening(o.dampening)
-                       .nesterov(o.nesterov).weight_decay(o.weight_decay));
+      optimizer_ = std::make_unique<torch::optim::SGD>(params_, torch::optim::SGDOptions(o.lr)
+                                                                    .momentum(o.momentum)
+                                                                    .dampening(o.dampening)
+                                                                    .nesterov(o.nesterov)
+                                                                    .weight_decay(o.weight_decay));
       states = o.momentum != 0.0 ? 1 : 0;
     } else if (o.type == "adagrad") {
       optimizer_ = std::make_unique<torch::optim::Adagrad>(
-          params_, torch::optim::AdagradOptions(o.lr).lr_decay(o.lr_decay)
+          params_, torch::optim::AdagradOptions(o.lr)
+                       .lr_decay(o.lr_decay)
                        .weight_decay(o.weight_decay)
-                       .initial_accumulator_value(o.initial_accumulator_value).eps(o.eps));
+                       .initial_accumulator_value(o.initial_accumulator_value)
+                       .eps(o.eps));
       states = 1;
     } else {
       throw UsageError("optimizer.type = " + o.type + ": unknown");
@@ -168,8 +178,7 @@ void save_module(torch::nn::Module& module, const std::string& path) {
   } catch (const std::exception& e) {
     throw UsageError("--save-model " + path + ": cannot write: " + e.what());
   }
-  ZOFF_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "--save-model ", path,
-             ": rename failed");
+  ZOFF_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "--save-model ", path, ": rename failed");
 }
 
 }  // namespace
@@ -180,9 +189,9 @@ TrainSummary run_training(const TrainOptions& o) {
                  "--optimizer-backend ", o.optimizer_backend, ": must be fused or torch");
   ZOFF_CHECK_ARG(o.comm_timeout_s >= 1, "--comm-timeout ", o.comm_timeout_s, ": must be >= 1");
   const auto world = dist::WorldInfo::from_env();
-  ZOFF_CHECK_ARG(!o.reference || world.world_size == 1,
-                 "--reference trains plain LibTorch at world size 1, but WORLD_SIZE = ",
-                 world.world_size);
+  ZOFF_CHECK_ARG(
+      !o.reference || world.world_size == 1,
+      "--reference trains plain LibTorch at world size 1, but WORLD_SIZE = ", world.world_size);
   const int threads = pick_threads(o, world);
   torch::set_num_threads(threads);
   const bool leader = world.rank == 0;
@@ -212,13 +221,14 @@ TrainSummary run_training(const TrainOptions& o) {
   }
   StepLog log(leader ? o.log_path : "");
   if (leader) {
-    std::printf("zoff train: %s%s, %d rank(s), stage %d, %s, global batch %lld (micro %lld x "
-                "accum %lld x ranks %d), %d thread(s)/rank\n",
-                task->name().c_str(), o.preset.empty() ? "" : (" " + o.preset).c_str(),
-                world.world_size, cfg.zero.stage, o.reference ? "plain LibTorch reference" : "zoff engine",
-                static_cast<long long>(cfg.train_batch_size),
-                static_cast<long long>(cfg.train_micro_batch_size_per_gpu),
-                static_cast<long long>(cfg.gradient_accumulation_steps), world.world_size, threads);
+    std::printf(
+        "zoff train: %s%s, %d rank(s), stage %d, %s, global batch %lld (micro %lld x "
+        "accum %lld x ranks %d), %d thread(s)/rank\n",
+        task->name().c_str(), o.preset.empty() ? "" : (" " + o.preset).c_str(), world.world_size,
+        cfg.zero.stage, o.reference ? "plain LibTorch reference" : "zoff engine",
+        static_cast<long long>(cfg.train_batch_size),
+        static_cast<long long>(cfg.train_micro_batch_size_per_gpu),
+        static_cast<long long>(cfg.gradient_accumulation_steps), world.world_size, threads);
     std::printf("%s", memory_table(stepper->memory()).c_str());
     std::fflush(stdout);
   }
@@ -277,6 +287,7 @@ TrainSummary run_training(const TrainOptions& o) {
     }
     const bool epoch_end = rec.step % sampler.steps_per_epoch() == 0;
     const bool eval_now = o.eval_every > 0 ? rec.step % o.eval_every == 0 : epoch_end;
+    if (eval_now || last) stepper->synchronize();
     if (leader && (eval_now || last)) {
       const auto metrics = task->evaluate();
       if (!metrics.empty()) {

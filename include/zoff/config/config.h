@@ -24,6 +24,11 @@ struct SchedulerConfig {
 struct OffloadConfig {
   std::string device = "none";  // none | cpu | nvme
   bool pin_memory = false;
+  // Delayed parameter update (ZeRO-Offload paper, section 5.2): after warmup_steps normal
+  // steps, the CPU optimizer step for step t runs in the background while forward and
+  // backward of step t+1 run on the parameters of step t-1. Needs device = cpu.
+  bool delayed_param_update = false;
+  int64_t dpu_warmup_steps = 40;
   std::string nvme_path;  // nvme only
 };
 

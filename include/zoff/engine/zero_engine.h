@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <vector>
 
@@ -54,12 +55,20 @@ class ZeroEngine {
  public:
   ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config config, dist::CommPtr comm,
              EngineOptions options = {});
+  ~ZeroEngine();
+  ZeroEngine(const ZeroEngine&) = delete;
+  ZeroEngine& operator=(const ZeroEngine&) = delete;
 
   // One micro-batch: backpropagates loss / gradient_accumulation_steps (times the fp16 loss
   // scale) and reduces gradients as the stage requires.
   void backward(const torch::Tensor& loss);
   // Averages, checks overflow (fp16), clips, updates this rank's shard, all-gathers.
   StepStats step();
+
+  // Applies an update still running in the background (delayed parameter update), so the
+  // compute parameters reflect every step taken. Call before evaluating, saving or
+  // exporting; a no-op otherwise. Collective.
+  void synchronize();
 
   MemoryStats memory() const;
   int64_t global_step() const { return step_; }
@@ -76,6 +85,7 @@ class ZeroEngine {
   // --- Checkpoint access: everything a rank must save to resume, as fp32 1-D tensors of
   // shard().size elements (this rank's range [shard().offset, shard().end()) of the
   // padded flat layout), writable in place. Same shape of data at every stage.
+  // Call synchronize() first when delayed parameter update is on.
   // The fp32 values of this rank's parameters (the master copy when one exists).
   torch::Tensor master_shard();
   // The optimizer's state (e.g. "exp_avg", "exp_avg_sq") over this rank's shard.
@@ -89,6 +99,7 @@ class ZeroEngine {
 
  private:
   bool any_overflow(const torch::Tensor& grads);
+  void launch_delayed_update(const torch::Tensor& grads, double lr);
   void write_compute_shard();
   void all_gather_params();
 
@@ -116,6 +127,12 @@ class ZeroEngine {
   int64_t step_ = 0;     // optimizer steps, including fp16-skipped ones
   int64_t applied_ = 0;  // steps that updated the parameters (drives the lr schedule)
   int micro_ = 0;
+  // Delayed parameter update: the gradient copy and 16-bit output the background update
+  // owns, and the update itself.
+  bool dpu_ = false;
+  torch::Tensor dpu_grads_;
+  torch::Tensor dpu_out_;
+  std::future<void> pending_update_;
 };
 
 }  // namespace zoff::engine
