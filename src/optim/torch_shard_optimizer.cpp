@@ -106,16 +106,20 @@ class TorchShardOptimizer final : public ShardOptimizer {
       tensors_[0].zero_();
       static_cast<torch::optim::SGDOptions&>(group.options()).dampening(0.0);
     }
+    std::string failure;
     try {
       optimizer_->step();
     } catch (const c10::Error& e) {
-      param_.mutable_grad() = torch::Tensor();
-      throw Error(std::string("torch optimizer step failed: ") + e.what_without_backtrace());
+      failure = e.what_without_backtrace();
     }
     if (sgd_first_step) {
       static_cast<torch::optim::SGDOptions&>(group.options()).dampening(options_.dampening);
     }
     param_.mutable_grad() = torch::Tensor();  // do not keep a view of the caller's grads
+    if (!failure.empty()) {
+      param_.set_();
+      throw Error("torch optimizer step failed: " + failure);
+    }
     ++step_;
 
     if (copy_out != CopyOut::kNone && numel_ > 0) {
@@ -123,6 +127,7 @@ class TorchShardOptimizer final : public ShardOptimizer {
       const auto converted = param_.to(dtype).contiguous();
       std::memcpy(out16, converted.data_ptr(), numel_ * sizeof(uint16_t));
     }
+    param_.set_();  // nor of the caller's params
   }
 
   size_t numel() const override { return numel_; }

@@ -23,7 +23,8 @@ std::vector<SimdLevel> supported_simd_levels();
 
 // Forces `level` for all later kernel calls in this process (kBest: the CPU's best).
 // Overrides ZOFF_SIMD. Throws zoff::UsageError if the CPU cannot run `level`. Not meant to
-// be called while kernels run on other threads.
+// be called while kernels run on other threads. It works through hwy::DisableTargets, which
+// is process-wide: any other Highway code in the process is limited the same way.
 void force_simd_level(SimdLevel level);
 
 // Reads ZOFF_SIMD now and applies it (unset or empty: kBest). Called automatically once.
