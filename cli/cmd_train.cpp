@@ -27,11 +27,15 @@ void add_train(CLI::App& root, int& exit_code) {
   cmd->add_option("--eval-every", opts->eval_every, "steps between evaluations (0 = per epoch)");
   cmd->add_option("--comm-timeout", opts->comm_timeout_s, "seconds before a collective fails")
       ->capture_default_str();
-  cmd->add_option("--sample", opts->sample_prompt, "gpt: generate text from this prompt at the end");
+  cmd->add_option("--sample", opts->sample_prompt,
+                  "gpt: generate text from this prompt at the end");
   cmd->add_option("--sample-tokens", opts->sample_tokens, "gpt: bytes to generate")
       ->capture_default_str();
   cmd->add_option("--save-model", opts->save_model_path,
                   "write the trained parameters here at the end (torch::save archive)");
+  cmd->add_option("--save", opts->save_dir, "checkpoint root: DIR/step_<N>/ and DIR/latest");
+  cmd->add_option("--save-every", opts->save_every, "steps between checkpoints (0 = at the end)");
+  cmd->add_option("--resume", opts->resume_dir, "continue from a checkpoint (dir or --save root)");
   cmd->callback([opts, &exit_code] {
     auto summary = zoff::train::run_training(*opts);
     if (!summary.sample.empty()) {

@@ -17,9 +17,9 @@ nlohmann::json tier_json(const engine::TierBytes& t) {
 
 }  // namespace
 
-StepLog::StepLog(const std::string& path) : path_(path) {
+StepLog::StepLog(const std::string& path, bool append) : path_(path) {
   if (path.empty()) return;
-  file_ = std::fopen(path.c_str(), "w");
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
   ZOFF_CHECK_ARG(file_ != nullptr, "--log ", path,
                  ": cannot open for writing: ", std::strerror(errno));
 }

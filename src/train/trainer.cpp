@@ -7,9 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
+#include "zoff/checkpoint/checkpoint.h"
 #include "zoff/config/config.h"
 #include "zoff/config/lr_schedule.h"
 #include "zoff/core/error.h"
@@ -34,6 +37,8 @@ class Stepper {
   virtual engine::MemoryStats memory() const = 0;
   // Lands any update still in flight (delayed parameter update). Collective.
   virtual void synchronize() {}
+  // The engine, or nullptr for the plain-LibTorch reference.
+  virtual engine::ZeroEngine* engine() { return nullptr; }
 };
 
 class EngineStepper : public Stepper {
@@ -43,6 +48,7 @@ class EngineStepper : public Stepper {
       : engine_(std::move(module), cfg, std::move(comm), opts) {}
   void backward(const torch::Tensor& loss) override { engine_.backward(loss); }
   void synchronize() override { engine_.synchronize(); }
+  engine::ZeroEngine* engine() override { return &engine_; }
   engine::StepStats step() override { return engine_.step(); }
   engine::MemoryStats memory() const override { return engine_.memory(); }
 
@@ -148,6 +154,14 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  ZOFF_CHECK_ARG(in.good(), "--config ", path, ": cannot read");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 // The start-of-run table of model-state bytes on this rank, per category and tier.
 std::string memory_table(const engine::MemoryStats& m) {
   std::string out = "model states on this rank     compute tier    offload tier (host)\n";
@@ -219,7 +233,7 @@ TrainSummary run_training(const TrainOptions& o) {
     eo.optimizer_threads = threads;
     stepper = std::make_unique<EngineStepper>(task->module(), cfg, comm, eo);
   }
-  StepLog log(leader ? o.log_path : "");
+  StepLog log(leader ? o.log_path : "", /*append=*/!o.resume_dir.empty());
   if (leader) {
     std::printf(
         "zoff train: %s%s, %d rank(s), stage %d, %s, global batch %lld (micro %lld x "
@@ -238,6 +252,29 @@ TrainSummary run_training(const TrainOptions& o) {
   // The reference sees world size 1, so it walks every rank's micro-batches itself.
   const int rank = o.reference ? 0 : world.rank;
   const int ranks = o.reference ? 1 : world.world_size;
+  // Checkpoints: the run's identity, checked again on resume.
+  checkpoint::CheckpointInfo run_info;
+  run_info.model = o.model;
+  run_info.preset = o.preset;
+  run_info.seed = o.seed;
+  run_info.config_text = read_text_file(o.config_path);
+  ZOFF_CHECK_ARG(o.save_every >= 0, "--save-every ", o.save_every, ": must be >= 0");
+  ZOFF_CHECK_ARG(!o.reference || (o.save_dir.empty() && o.resume_dir.empty()),
+                 "--reference does not write or read checkpoints");
+  ZOFF_CHECK_ARG(o.save_every == 0 || !o.save_dir.empty(), "--save-every needs --save DIR");
+  int64_t start_step = 0;
+  if (!o.resume_dir.empty()) {
+    auto info = checkpoint::load_checkpoint(*stepper->engine(), o.resume_dir, run_info);
+    start_step = info.step;
+    checkpoint::set_torch_rng_state(info.rng_state);
+    ZOFF_CHECK_ARG(start_step < o.steps, "--resume ", info.dir, " is at step ", start_step,
+                   ", --steps ", o.steps, " leaves nothing to train");
+    if (leader) {
+      std::printf("resumed from %s at step %lld\n", info.dir.c_str(),
+                  static_cast<long long>(start_step));
+    }
+  }
+
   std::unique_ptr<report::ProgressDisplay> progress;
   if (leader) {
     report::ProgressOptions po;
@@ -246,7 +283,7 @@ TrainSummary run_training(const TrainOptions& o) {
   }
   const auto t0 = Clock::now();
   TrainSummary summary;
-  for (int64_t step = 0; step < o.steps; ++step) {
+  for (int64_t step = start_step; step < o.steps; ++step) {
     const auto ts = Clock::now();
     double loss_sum = 0;
     for (int64_t k = 0; k < accum; ++k) {
@@ -287,7 +324,14 @@ TrainSummary run_training(const TrainOptions& o) {
     }
     const bool epoch_end = rec.step % sampler.steps_per_epoch() == 0;
     const bool eval_now = o.eval_every > 0 ? rec.step % o.eval_every == 0 : epoch_end;
-    if (eval_now || last) stepper->synchronize();
+    const bool save_now =
+        !o.save_dir.empty() && (last || (o.save_every > 0 && rec.step % o.save_every == 0));
+    if (eval_now || last || save_now) stepper->synchronize();
+    if (save_now) {
+      const auto dir = checkpoint::save_checkpoint(*stepper->engine(), o.save_dir, run_info);
+      if (progress) progress->finish();
+      if (leader) std::printf("saved checkpoint %s\n", dir.c_str());
+    }
     if (leader && (eval_now || last)) {
       const auto metrics = task->evaluate();
       if (!metrics.empty()) {

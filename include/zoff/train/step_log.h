@@ -26,7 +26,8 @@ struct StepRecord {
 // path writes nothing (ranks other than 0).
 class StepLog {
  public:
-  explicit StepLog(const std::string& path);
+  // `append` keeps an existing log (a resumed run continues it).
+  explicit StepLog(const std::string& path, bool append = false);
   ~StepLog();
   StepLog(const StepLog&) = delete;
   StepLog& operator=(const StepLog&) = delete;

@@ -12,20 +12,25 @@ struct TrainOptions {
   std::string config_path;  // DeepSpeed-style JSON
   int64_t steps = 100;      // optimizer steps
   uint64_t seed = 0;
-  std::string log_path;     // JSONL, one object per optimizer step (rank 0 writes it)
+  std::string log_path;  // JSONL, one object per optimizer step (rank 0 writes it)
   // Train with plain LibTorch (model->parameters(), torch::optim), world size 1: the
   // independent baseline the engine is compared against.
   bool reference = false;
   std::string optimizer_backend = "fused";  // fused | torch (LibTorch ops on the shard)
-  int threads = 0;              // intra-op threads; 0 = $ZOFF_NUM_THREADS or all cores
-  int64_t eval_every = 0;       // steps between evaluations; 0 = once per epoch and at the end
-  int64_t comm_timeout_s = 300; // every collective gives up after this
-  std::string sample_prompt;    // gpt: print generated text after training
+  int threads = 0;                          // intra-op threads; 0 = $ZOFF_NUM_THREADS or all cores
+  int64_t eval_every = 0;        // steps between evaluations; 0 = once per epoch and at the end
+  int64_t comm_timeout_s = 300;  // every collective gives up after this
+  std::string sample_prompt;     // gpt: print generated text after training
   int64_t sample_tokens = 200;
   // Rank 0 writes the trained module's parameters here at the end (torch::save format,
   // names as in named_parameters(); load with torch::load / torch.jit-free
   // torch::serialize::InputArchive).
   std::string save_model_path;
+  // Checkpoints: every save_every steps (and at the end) into save_dir/step_<N>/, with
+  // save_dir/latest naming the newest. resume_dir: a checkpoint dir or a save_dir root.
+  std::string save_dir;
+  int64_t save_every = 0;
+  std::string resume_dir;
 };
 
 struct TrainSummary {
