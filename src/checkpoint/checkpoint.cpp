@@ -396,6 +396,8 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
 std::string save_checkpoint(engine::ZeroEngine& engine, const std::string& root_dir,
                             const CheckpointInfo& run) {
   auto& comm = *engine.comm();
+  // With delayed parameter update a step may still be in flight: finish it first.
+  engine.synchronize();
   const std::string dir = join(root_dir, step_dir_name(engine.global_step()));
   const std::string what = "saving checkpoint " + dir;
 
@@ -454,6 +456,7 @@ std::string save_checkpoint(engine::ZeroEngine& engine, const std::string& root_
 CheckpointInfo load_checkpoint(engine::ZeroEngine& engine, const std::string& dir_or_root,
                                const CheckpointInfo& expected) {
   auto& comm = *engine.comm();
+  engine.synchronize();  // no step in flight may write the shards after we do
   CheckpointInfo info;
   RankFileHeader header;
   std::exception_ptr failure;

@@ -61,7 +61,8 @@ struct CheckpointInfo {
   int64_t shard_size() const { return padded_numel / world_size; }
 };
 
-// Collective (every rank calls it). Writes the engine's state at engine.global_step() to
+// Collective (every rank calls it; it calls engine.synchronize() first, so a delayed
+// parameter update in flight is finished). Writes the engine's state at engine.global_step() to
 // <root_dir>/step_<step>/ and points <root_dir>/latest at it. Returns that directory.
 // Rewriting an existing step directory first removes its meta.json, so it never looks
 // complete while its files change. An I/O failure on any rank is a zoff::Error on every rank
@@ -69,12 +70,12 @@ struct CheckpointInfo {
 std::string save_checkpoint(engine::ZeroEngine& engine, const std::string& root_dir,
                             const CheckpointInfo& run);
 
-// Collective. Loads the checkpoint at `dir_or_root` (a checkpoint directory, or a root whose
-// `latest` names one) into the engine: checks meta.json against the engine and `expected`
-// (world size, ZeRO stage, optimizer type and states, layout, model, preset, seed), checks
-// this rank's file (length and CRC32 as in meta.json, header), and only when every rank has
-// passed every check writes the shards into the engine, restores this rank's LibTorch CPU
-// RNG state and calls engine.restore_from_shards(step). A failed check is a
+// Collective (calls engine.synchronize() first). Loads the checkpoint at `dir_or_root` (a
+// checkpoint directory, or a root whose `latest` names one) into the engine: checks meta.json
+// against the engine and `expected` (world size, ZeRO stage, optimizer type and states, layout,
+// model, preset, seed), checks this rank's file (length and CRC32 as in meta.json, header), and
+// only when every rank has passed every check writes the shards into the engine, restores this
+// rank's LibTorch CPU RNG state and calls engine.restore_from_shards(step). A failed check is a
 // zoff::UsageError naming the file or value, on every rank, with the engine untouched.
 CheckpointInfo load_checkpoint(engine::ZeroEngine& engine, const std::string& dir_or_root,
                                const CheckpointInfo& expected);
