@@ -1,0 +1,89 @@
+// `zoff launch -n 3 -- zoff train`: one training rank SIGKILLed mid-run takes the whole job down.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "cli_test_support.h"
+
+namespace zoff::cli_test {
+namespace {
+
+// The job must be gone this soon after the kill: a no-hang bound with room for a loaded
+// 2-core machine, not a performance figure.
+constexpr double kStopBoundSeconds = 30.0;
+// Rank 1 is killed this long after rank 0 logged its first step (training is under way and
+// the ranks meet in collectives every step).
+constexpr double kKillAfterFirstStepSeconds = 1.0;
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+TEST(LaunchKill, KilledTrainingRankStopsTheJobAndIsNamed) {
+  TempDir dir;
+  nlohmann::json config = example_config("test_mlp_exact.json");
+  config["zero_optimization"]["stage"] = 2;
+  const std::string config_path = dir.file("config.json");
+  write_text(config_path, config.dump(2));
+  const std::string log = dir.file("log.jsonl");
+  const std::string killed_at = dir.file("killed_at");
+  // Every rank records its pid (exec keeps it); rank 1 starts a watcher that waits for the
+  // first logged step (at most 120 s), notes the time and SIGKILLs the rank.
+  const std::string script =
+      "echo $$ > \"$DIR/pid.$RANK\"\n"
+      "if [ \"$RANK\" = 1 ]; then\n"
+      "  (i=0; while [ ! -s \"$LOG\" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done\n"
+      "   sleep " +
+      std::to_string(kKillAfterFirstStepSeconds) +
+      "\n"
+      "   date +%s.%N > \"$DIR/killed_at\"; kill -9 $$) &\n"
+      "fi\n"
+      "exec \"$ZOFF\" train --model mlp --config \"$CONFIG\" --steps 100000 --threads 1 --log "
+      "\"$LOG\"\n";
+  const ProcessResult r = run_zoff(
+      {"launch", "-n", "3", "--threads-per-rank", "1", "--timeout",
+       std::to_string(kLaunchTimeoutSeconds), "--", "/bin/sh", "-c", script},
+      {"DIR=" + dir.path(), "LOG=" + log, "CONFIG=" + config_path, std::string("ZOFF=") + ZOFF_EXE},
+      kRunTimeoutSeconds);
+  const double ended = wall_seconds();
+  ASSERT_FALSE(r.timed_out) << describe(r);
+
+  // Rank 1 was killed while training ran.
+  std::ifstream killed_file(killed_at);
+  double killed = 0;
+  ASSERT_TRUE(killed_file >> killed) << "the watcher never killed rank 1\n" << describe(r);
+  const auto steps = read_step_log(log);
+  EXPECT_GE(steps.size(), 1u);
+
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  const std::string named = "zoff launch: rank 1 was killed by signal 9 (SIGKILL)";
+  EXPECT_NE(r.err.find(named), std::string::npos) << describe(r);
+  const double stop_seconds = ended - killed;
+  EXPECT_LT(stop_seconds, kStopBoundSeconds) << describe(r);
+
+  // No rank outlives the launcher.
+  for (int rank = 0; rank < 3; ++rank) {
+    std::ifstream pid_file(dir.file("pid." + std::to_string(rank)));
+    pid_t pid = 0;
+    ASSERT_TRUE(pid_file >> pid) << "rank " << rank << " never started";
+    EXPECT_TRUE(kill(pid, 0) == -1 && errno == ESRCH)
+        << "rank " << rank << " (pid " << pid << ") is still there";
+  }
+  std::string message;
+  for (const auto& line : lines_of(r.err)) {
+    if (line.rfind("zoff launch:", 0) == 0) message = line;
+  }
+  std::printf(
+      "[kill] exit %d after %zu logged steps; job gone %.2f s after the kill (%.1f s "
+      "total); \"%s\"\n",
+      r.exit_code, steps.size(), stop_seconds, r.seconds, message.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace zoff::cli_test
