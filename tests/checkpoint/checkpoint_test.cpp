@@ -61,6 +61,24 @@ INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, ResumeIsBitExact,
                          ::testing::Combine(::testing::Values(0, 1, 2),
                                             ::testing::Values(1, 2, 3)));
 
+// bf16 compute with the fp32 master, optimizer states and gradient shard in the cpu
+// offload tier: the checkpoint holds the fp32 master, so resuming is still bit-exact.
+TEST(Checkpoint, ResumeIsBitExactWithBf16ComputeAndCpuOffload) {
+  for (int stage : {1, 2}) {
+    auto cfg = resume_config(stage, 2);
+    cfg.bf16 = true;
+    cfg.zero.offload_optimizer.device = "cpu";
+    ScratchDir dir;
+    const auto whole = train_segment(cfg, 2, Segment{0, kTotal, "", dir.path(), kSaveAt});
+    const auto resumed = train_segment(cfg, 2, Segment{kSaveAt, kTotal, dir.path()});
+    ASSERT_EQ(whole.params.scalar_type(), torch::kBFloat16);
+    for (size_t i = 0; i < resumed.losses.size(); ++i) {
+      EXPECT_EQ(resumed.losses[i], whole.losses[kSaveAt + i]) << "stage " << stage;
+    }
+    EXPECT_TRUE(torch::equal(resumed.params, whole.params)) << "stage " << stage;
+  }
+}
+
 TEST(Checkpoint, MetaDescribesTheRun) {
   ScratchDir dir;
   const auto cfg = resume_config(1, 2);

@@ -111,7 +111,9 @@ inline Run train_segment(const config::Config& cfg, int world, const Segment& se
       double loss_sum = 0;
       for (int64_t k = 0; k < cfg.gradient_accumulation_steps; ++k) {
         const int64_t start = (k * world + rank) * micro;
-        auto loss = torch::mse_loss(model(x.narrow(0, start, micro)), y.narrow(0, start, micro));
+        // Inputs in the compute dtype (bf16/fp16 runs), loss in fp32.
+        auto out = model(x.narrow(0, start, micro).to(engine.compute_dtype()));
+        auto loss = torch::mse_loss(out.to(torch::kFloat32), y.narrow(0, start, micro));
         engine.backward(loss);
         loss_sum += loss.item<double>();
       }
