@@ -9,10 +9,14 @@
 #include <string>
 
 #include "cli_test_support.h"
+#include "zoff/dist/free_port.h"
 
 namespace zoff::cli_test {
 namespace {
 
+// Without a launcher, the survivors notice the dead peer through Gloo (a closed connection)
+// or, at the latest, through --comm-timeout.
+constexpr int kCommTimeoutSeconds = 10;
 // The job must be gone this soon after the kill: a no-hang bound with room for a loaded
 // 2-core machine, not a performance figure.
 constexpr double kStopBoundSeconds = 30.0;
@@ -82,6 +86,65 @@ TEST(LaunchKill, KilledTrainingRankStopsTheJobAndIsNamed) {
       "[kill] exit %d after %zu logged steps; job gone %.2f s after the kill (%.1f s "
       "total); \"%s\"\n",
       r.exit_code, steps.size(), stop_seconds, r.seconds, message.c_str());
+  std::fflush(stdout);
+}
+
+// No launcher to stop them: three `zoff train` ranks started by a shell, rank 1 SIGKILLed
+// mid-run. The two survivors, blocked in the step's collectives, must fail on their own
+// (exit 1, one "zoff: error:" line) instead of waiting forever.
+TEST(LaunchKill, SurvivingRanksFailOnTheirOwnWhenAPeerDies) {
+  TempDir dir;
+  nlohmann::json config = example_config("test_mlp_exact.json");
+  config["zero_optimization"]["stage"] = 2;
+  const std::string config_path = dir.file("config.json");
+  write_text(config_path, config.dump(2));
+  const std::string script =
+      "export MASTER_ADDR=127.0.0.1 WORLD_SIZE=3 LOCAL_WORLD_SIZE=3\n"
+      "for r in 0 1 2; do\n"
+      "  RANK=$r LOCAL_RANK=$r \"$ZOFF\" train --model mlp --config \"$CONFIG\" --steps 100000 "
+      "--threads 1 --comm-timeout " +
+      std::to_string(kCommTimeoutSeconds) +
+      " --log \"$DIR/log.$r\" > \"$DIR/out.$r\" 2> \"$DIR/err.$r\" &\n"
+      "  eval p$r=$!\n"
+      "done\n"
+      "i=0; while [ ! -s \"$DIR/log.0\" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done\n"
+      "sleep " +
+      std::to_string(kKillAfterFirstStepSeconds) +
+      "\n"
+      "date +%s.%N > \"$DIR/killed_at\"; kill -9 $p1\n"
+      "wait $p0; echo \"rank 0 exit $?\"; date +%s.%N > \"$DIR/done.0\"\n"
+      "wait $p2; echo \"rank 2 exit $?\"; date +%s.%N > \"$DIR/done.2\"\n";
+  const ProcessResult r =
+      run_process({"/bin/sh", "-c", script},
+                  {"DIR=" + dir.path(), "CONFIG=" + config_path, std::string("ZOFF=") + ZOFF_EXE,
+                   "MASTER_PORT=" + std::to_string(dist::pick_free_port())},
+                  kRunTimeoutSeconds);
+  ASSERT_FALSE(r.timed_out) << describe(r);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  std::ifstream killed_file(dir.file("killed_at"));
+  double killed = 0;
+  ASSERT_TRUE(killed_file >> killed) << describe(r);
+  EXPECT_GE(read_step_log(dir.file("log.0")).size(), 1u);
+  for (int rank : {0, 2}) {
+    EXPECT_NE(r.out.find("rank " + std::to_string(rank) + " exit 1"), std::string::npos)
+        << describe(r);
+    std::ifstream done_file(dir.file("done." + std::to_string(rank)));
+    double done = 0;
+    ASSERT_TRUE(done_file >> done);
+    const std::string err = read_text(dir.file("err." + std::to_string(rank)));
+    std::string error_line;
+    int error_lines = 0;
+    for (const auto& line : lines_of(err)) {
+      if (line.rfind("zoff: error:", 0) == 0) {
+        error_line = line;
+        ++error_lines;
+      }
+    }
+    EXPECT_EQ(error_lines, 1) << err;
+    EXPECT_LT(done - killed, kStopBoundSeconds) << "rank " << rank;
+    std::printf("[peer-death] rank %d exit 1 %.2f s after rank 1 was killed: \"%s\"\n", rank,
+                done - killed, error_line.c_str());
+  }
   std::fflush(stdout);
 }
 
