@@ -54,18 +54,24 @@ void flatten_mem(const json& v, const std::string& prefix, std::map<std::string,
 }
 
 // {"params": B} -> "device/params"; {"offload": {"optim": B}} -> "offload/optim".
+// When per-tier objects are present, the flat keys are their summary (zoff's own logs
+// write both) and are left out, as are "total" entries, so nothing is counted twice.
 std::map<std::string, double> read_mem(const json& mem, const std::string& source, size_t line) {
   if (!mem.is_object()) {
     fail_line(source, line, "\"mem\" = " + mem.dump() + ": must be an object of byte counts");
   }
+  bool has_tiers = false;
+  for (auto it = mem.begin(); it != mem.end(); ++it) has_tiers = has_tiers || it->is_object();
   std::map<std::string, double> out;
   for (auto it = mem.begin(); it != mem.end(); ++it) {
     if (it->is_number()) {
-      out["device/" + it.key()] = it->get<double>();
+      if (!has_tiers) out["device/" + it.key()] = it->get<double>();
     } else if (it->is_object()) {
       std::map<std::string, double> tier;
       flatten_mem(*it, "", tier, source, line);
-      for (const auto& [k, bytes] : tier) out[it.key() + "/" + k] = bytes;
+      for (const auto& [k, bytes] : tier) {
+        if (k != "total") out[it.key() + "/" + k] = bytes;
+      }
     } else if (!it->is_null()) {
       fail_line(source, line, "\"mem." + it.key() + "\" = " + it->dump() + ": must be a number");
     }
