@@ -92,6 +92,12 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
   j["format_version"] = kCheckpointFormatVersion;
   j["step"] = engine.global_step();
   j["applied_steps"] = engine.applied_steps();
+  if (const auto* scaler = engine.loss_scaler()) {
+    const auto st = scaler->state();
+    j["loss_scaler"] = {{"scale", st.scale},
+                        {"hysteresis_left", st.hysteresis_left},
+                        {"clean_steps", st.clean_steps}};
+  }
   j["world_size"] = engine.comm()->size();
   j["zero_stage"] = cfg.zero.stage;
   j["model"] = run.model;
@@ -346,6 +352,12 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
                    info.format_version, ", this zoff reads version ", kCheckpointFormatVersion);
     info.step = j.at("step").get<int64_t>();
     info.applied_steps = j.at("applied_steps").get<int64_t>();
+    if (j.contains("loss_scaler")) {
+      const auto& ls = j.at("loss_scaler");
+      info.loss_scale = ls.at("scale").get<double>();
+      info.loss_scale_hysteresis_left = ls.at("hysteresis_left").get<int>();
+      info.loss_scale_clean_steps = ls.at("clean_steps").get<int64_t>();
+    }
     info.world_size = j.at("world_size").get<int>();
     info.zero_stage = j.at("zero_stage").get<int>();
     info.model = j.at("model").get<std::string>();
@@ -472,6 +484,10 @@ CheckpointInfo load_checkpoint(engine::ZeroEngine& engine, const std::string& di
   info.rng_state = read_into_engine(info, header, engine);
   set_torch_rng_state(info.rng_state);
   engine.restore_from_shards(info.step, info.applied_steps);
+  if (auto* scaler = engine.loss_scaler(); scaler != nullptr && info.loss_scale > 0.0) {
+    scaler->set_state(
+        {info.loss_scale, info.loss_scale_hysteresis_left, info.loss_scale_clean_steps});
+  }
   return info;
 }
 

@@ -66,6 +66,14 @@ void LossScaler::update(bool overflow, int64_t step) {
   }
 }
 
+void LossScaler::set_state(const State& s) {
+  ZOFF_CHECK_ARG(s.scale > 0.0 && std::isfinite(s.scale), "loss scaler state: scale ", s.scale,
+                 " must be positive and finite");
+  scale_ = s.scale;
+  hysteresis_left_ = s.hysteresis_left;
+  clean_steps_ = s.clean_steps;
+}
+
 std::string LossScaler::history() const {
   std::string out;
   for (const auto& h : history_) out += (out.empty() ? "" : "; ") + h;

@@ -46,6 +46,10 @@ struct CheckpointInfo {
   int64_t step = 0;           // optimizer steps done; also the data position (see below)
   int64_t applied_steps = 0;  // steps that updated the parameters (fp16 skips the others);
                               // drives the lr schedule and the optimizer's step count
+  // fp16 dynamic loss scaling state at the save (0 when the run had no loss scaler).
+  double loss_scale = 0.0;
+  int loss_scale_hysteresis_left = 0;
+  int64_t loss_scale_clean_steps = 0;
   int world_size = 1;
   int zero_stage = 0;
   int64_t train_batch_size = 0;  // samples per step: data position = step * this

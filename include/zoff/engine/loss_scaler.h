@@ -24,6 +24,14 @@ class LossScaler {
   bool dynamic() const { return dynamic_; }
   // Records the outcome of optimizer step `step` (1-based, counting skipped ones).
   void update(bool overflow, int64_t step);
+  // What a checkpoint keeps so a resumed fp16 run scales exactly as the original.
+  struct State {
+    double scale = 0.0;
+    int hysteresis_left = 0;
+    int64_t clean_steps = 0;
+  };
+  State state() const { return {scale_, hysteresis_left_, clean_steps_}; }
+  void set_state(const State& s);
   // "step 12: 65536 -> 32768 (overflow); ..." for the last few changes.
   std::string history() const;
 

@@ -81,6 +81,7 @@ class ZeroEngine {
   partition::Shard shard() const { return shard_; }
   optim::ShardOptimizer& optimizer() { return *optimizer_; }
   const LossScaler* loss_scaler() const { return scaler_.get(); }
+  LossScaler* loss_scaler() { return scaler_.get(); }
 
   // --- Checkpoint access: everything a rank must save to resume, as fp32 1-D tensors of
   // shard().size elements (this rank's range [shard().offset, shard().end()) of the
