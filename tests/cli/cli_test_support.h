@@ -308,10 +308,13 @@ inline nlohmann::json example_config(const std::string& name) {
       read_text(std::string(ZOFF_SOURCE_DIR) + "/examples/configs/" + name));
 }
 
-// The step lines of a `--log` JSONL file (eval lines are skipped), in order.
+// The step lines of a `--log` JSONL file (eval lines are skipped), in order. A last line
+// without '\n' is one a killed run was writing: it is left out.
 inline std::vector<nlohmann::json> read_step_log(const std::string& path) {
+  std::string text = read_text(path);
+  text.erase(text.find_last_of('\n') == std::string::npos ? 0 : text.find_last_of('\n') + 1);
   std::vector<nlohmann::json> steps;
-  for (const auto& line : lines_of(read_text(path))) {
+  for (const auto& line : lines_of(text)) {
     if (line.empty()) continue;
     auto j = nlohmann::json::parse(line);
     if (!j.contains("event")) steps.push_back(std::move(j));
