@@ -202,8 +202,9 @@ struct TrainJob {
   uint64_t seed = 0;
   int world = 1;  // > 1: run through `zoff launch -n world`
   bool reference = false;
-  std::string log_path;         // "" = no --log
-  std::string save_model_path;  // "" = no --save-model
+  std::string log_path;            // "" = no --log
+  std::string save_model_path;     // "" = no --save-model
+  std::vector<std::string> extra;  // more `zoff train` flags (--save, --resume, ...)
 };
 
 // A launched job stops itself after this long (a hang bound, not a performance figure);
@@ -229,6 +230,7 @@ inline std::vector<std::string> train_args(const TrainJob& job) {
   if (!job.log_path.empty()) train.insert(train.end(), {"--log", job.log_path});
   if (!job.save_model_path.empty())
     train.insert(train.end(), {"--save-model", job.save_model_path});
+  train.insert(train.end(), job.extra.begin(), job.extra.end());
   if (job.world == 1) return train;
   std::vector<std::string> args = {"launch",
                                    "-n",
