@@ -7,13 +7,13 @@ bash scripts/setup.sh
 bash scripts/build.sh --target zoff
 ZOFF="${ZOFF_BUILD_DIR:-build}/zoff"
 RUN_DIR="${ZOFF_RUN_DIR:-runs/demo}"
-STEPS="${ZOFF_DEMO_STEPS:-300}"
+STEPS="${ZOFF_DEMO_STEPS:-500}"
 mkdir -p "$RUN_DIR"
 rm -f "$RUN_DIR/log.jsonl"
 
 "$ZOFF" launch -n 2 -- "$ZOFF" train --model gpt --preset tiny \
   --config examples/configs/gpt_tiny_stage2.json --steps "$STEPS" --seed 1 \
-  --log "$RUN_DIR/log.jsonl" --save "$RUN_DIR/checkpoint" --save-every 100 \
+  --log "$RUN_DIR/log.jsonl" --save "$RUN_DIR/checkpoint" --save-every 250 \
   --sample "Q: What is the meaning of life?
 A:" --sample-tokens 300
 
