@@ -137,15 +137,21 @@ void ZeroEngine::launch_delayed_update(const torch::Tensor& grads, double lr) {
   // current ones meanwhile). synchronize() brings them in.
   dpu_grads_.copy_(grads);
   pending_update_ = std::async(std::launch::async, [this, lr] {
-    optim::CopyOut copy_out = optim::CopyOut::kNone;
-    uint16_t* out16 = nullptr;
-    if (compute_dtype_ != torch::kFloat32) {
-      copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
-      out16 = reinterpret_cast<uint16_t*>(dpu_out_.data_ptr());
-    }
-    optimizer_->step(master_.data_ptr<float>(), dpu_grads_.data_ptr<float>(), lr, copy_out, out16);
+    update_master(dpu_grads_, lr, dpu_out_);
     if (compute_dtype_ == torch::kFloat32) dpu_out_.copy_(master_);
   });
+}
+
+// One fused optimizer pass over the master shard; with 16-bit compute it also writes the
+// rounded parameters into `out16` (numel 16-bit elements) in the same pass.
+void ZeroEngine::update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16) {
+  optim::CopyOut copy_out = optim::CopyOut::kNone;
+  uint16_t* out = nullptr;
+  if (compute_dtype_ != torch::kFloat32) {
+    copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
+    out = reinterpret_cast<uint16_t*>(out16.data_ptr());
+  }
+  optimizer_->step(master_.data_ptr<float>(), grads.data_ptr<float>(), lr, copy_out, out);
 }
 
 void ZeroEngine::synchronize() {
@@ -231,23 +237,12 @@ StepStats ZeroEngine::step() {
   stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
   if (dpu_ && step_ >= config_.zero.offload_optimizer.dpu_warmup_steps) {
     launch_delayed_update(grads, stats.lr);
-    if (scaler_) scaler_->update(/*overflow=*/false, step_ + 1);
-    reducer_->zero_grads();
-    micro_ = 0;
-    ++applied_;
-    stats.step = ++step_;
-    return stats;
-  }
-  optim::CopyOut copy_out = optim::CopyOut::kNone;
-  uint16_t* out16 = nullptr;
-  if (compute_dtype_ != torch::kFloat32) {
-    copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
+  } else {
     auto target = out16_.defined() ? out16_ : params_->range(opt_offset_, master_.numel());
-    out16 = reinterpret_cast<uint16_t*>(target.data_ptr());
+    update_master(grads, stats.lr, target);
+    write_compute_shard();
+    if (config_.zero.stage > 0) all_gather_params();
   }
-  optimizer_->step(master_.data_ptr<float>(), grads.data_ptr<float>(), stats.lr, copy_out, out16);
-  write_compute_shard();
-  if (config_.zero.stage > 0) all_gather_params();
   if (scaler_) scaler_->update(/*overflow=*/false, step_ + 1);
   reducer_->zero_grads();
   micro_ = 0;

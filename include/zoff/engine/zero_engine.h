@@ -101,6 +101,7 @@ class ZeroEngine {
  private:
   bool any_overflow(const torch::Tensor& grads);
   void launch_delayed_update(const torch::Tensor& grads, double lr);
+  void update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16);
   void write_compute_shard();
   void all_gather_params();
 
