@@ -342,11 +342,19 @@ TEST(GlooComm, RendezvousWithAMissingRankTimesOutCountingArrivals) {
   auto errors = run_ranks(3, milliseconds(1000), [](Comm&, int) {}, {0, 1});
   const double elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (auto& e : errors) {
-    ASSERT_TRUE(e);
-    const auto message = message_of(e);
-    EXPECT_NE(message.find("2 of 3 ranks arrived"), std::string::npos) << message;
+  for (size_t i = 0; i < errors.size(); ++i) {
+    ASSERT_TRUE(errors[i]);
+    const auto message = message_of(errors[i]);
     EXPECT_NE(message.find("127.0.0.1:"), std::string::npos) << message;
+    // Rank 0 hosts the store and counts arrivals. Another rank may time out first the
+    // same way, or find the store gone once rank 0 gave up: both are named failures.
+    const bool counted = message.find("2 of 3 ranks arrived") != std::string::npos;
+    const bool lost_store = message.find("lost the store") != std::string::npos;
+    if (i == 0) {
+      EXPECT_TRUE(counted) << message;
+    } else {
+      EXPECT_TRUE(counted || lost_store) << message;
+    }
   }
   EXPECT_LT(elapsed_s, 10.0);
 }
