@@ -339,7 +339,7 @@ TEST(GlooComm, ACollectiveOneRankNeverCallsTimesOutWithANamedError) {
 
 TEST(GlooComm, RendezvousWithAMissingRankTimesOutCountingArrivals) {
   const auto start = std::chrono::steady_clock::now();
-  auto errors = run_ranks(3, milliseconds(1000), [](Comm&, int) {}, {0, 1});
+  auto errors = run_ranks(3, milliseconds(3000), [](Comm&, int) {}, {0, 1});
   const double elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (size_t i = 0; i < errors.size(); ++i) {
@@ -356,7 +356,7 @@ TEST(GlooComm, RendezvousWithAMissingRankTimesOutCountingArrivals) {
       EXPECT_TRUE(counted || lost_store) << message;
     }
   }
-  EXPECT_LT(elapsed_s, 10.0);
+  EXPECT_LT(elapsed_s, 15.0);
 }
 
 TEST(GlooComm, RendezvousWithoutAHostNamesTheAddress) {
@@ -372,7 +372,9 @@ TEST(GlooComm, RendezvousWithoutAHostNamesTheAddress) {
 }
 
 TEST(GlooComm, TwoProcessesClaimingOneRankIsAUsageError) {
-  auto errors = run_ranks(3, milliseconds(1500), [](Comm&, int) {}, {0, 1, 1});
+  // A generous timeout: c10d's store connect has whole-second steps and a loaded 2-core
+  // machine can take over a second to start the store; the claim check itself is instant.
+  auto errors = run_ranks(3, milliseconds(5000), [](Comm&, int) {}, {0, 1, 1});
   int usage_errors = 0;
   for (auto& e : errors) {
     ASSERT_TRUE(e);  // the job cannot form: every rank fails, none hangs
