@@ -10,13 +10,13 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "zoff/checkpoint/checkpoint.h"
 #include "zoff/config/config.h"
 #include "zoff/config/lr_schedule.h"
 #include "zoff/core/error.h"
 #include "zoff/data/distributed_sampler.h"
+#include "zoff/dist/launcher.h"
 #include "zoff/dist/world.h"
 #include "zoff/engine/zero_engine.h"
 #include "zoff/report/progress.h"
@@ -131,15 +131,12 @@ class ReferenceStepper : public Stepper {
   int64_t step_ = 0;
 };
 
+// --threads, else ZOFF_NUM_THREADS (as `zoff launch` sets it, parsed by the launcher's own
+// reader), else this process's share of the cores it may run on.
 int pick_threads(const TrainOptions& o, const dist::WorldInfo& world) {
   if (o.threads > 0) return o.threads;
-  if (const char* env = std::getenv("ZOFF_NUM_THREADS")) {
-    const int n = std::atoi(env);
-    ZOFF_CHECK_ARG(n >= 1, "ZOFF_NUM_THREADS = '", env, "': must be a positive integer");
-    return n;
-  }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, world.local_world_size));
+  if (const int n = dist::set_torch_threads_from_env(); n > 0) return n;
+  return std::max(1, dist::available_cores() / std::max(1, world.local_world_size));
 }
 
 std::string human_bytes(double b) {
@@ -265,8 +262,7 @@ TrainSummary run_training(const TrainOptions& o) {
   int64_t start_step = 0;
   if (!o.resume_dir.empty()) {
     auto info = checkpoint::load_checkpoint(*stepper->engine(), o.resume_dir, run_info);
-    start_step = info.step;
-    checkpoint::set_torch_rng_state(info.rng_state);
+    start_step = info.step;  // load_checkpoint restored the RNG state too
     ZOFF_CHECK_ARG(start_step < o.steps, "--resume ", info.dir, " is at step ", start_step,
                    ", --steps ", o.steps, " leaves nothing to train");
     if (leader) {

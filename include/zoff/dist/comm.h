@@ -43,17 +43,8 @@ class Comm {
   // split_sizes[0], split_sizes[1], ... elements (same split on every rank); rank r
   // receives in output (split_sizes[r] elements) the sum over ranks of piece r. Pieces
   // may be empty: a bucket lying inside one rank's shard is a plain reduce to that rank.
-  // The default all-reduces a copy of input (twice the traffic); backends override it.
   virtual WorkPtr reduce_scatter_sum_v(torch::Tensor input, std::vector<int64_t> split_sizes,
-                                       torch::Tensor output) {
-    int64_t offset = 0;
-    for (int r = 0; r < rank(); ++r) offset += split_sizes[static_cast<size_t>(r)];
-    auto copy = input.clone();
-    auto work = all_reduce_sum(copy);
-    work->wait();
-    output.copy_(copy.narrow(0, offset, output.numel()));
-    return work;
-  }
+                                       torch::Tensor output) = 0;
 
   // output has size() * input.numel() elements; output[r * n, (r + 1) * n) <- rank r's
   // input. Any dtype (moves raw elements).
