@@ -20,6 +20,8 @@ void add_train(CLI::App& root, int& exit_code) {
   cmd->add_option("--log", opts->log_path, "write one JSON object per step to this file");
   cmd->add_flag("--reference", opts->reference,
                 "train with plain LibTorch (no zoff engine, world size 1) as a baseline");
+  cmd->add_flag("--activation-checkpointing", opts->activation_checkpointing,
+                "gpt: recompute each block's forward in backward (less activation memory)");
   cmd->add_option("--optimizer-backend", opts->optimizer_backend,
                   "fused (zoff's SIMD kernels) or torch (LibTorch optimizers on the shard)")
       ->capture_default_str();

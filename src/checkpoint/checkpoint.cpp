@@ -117,10 +117,18 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
                      {"shape", s.shape},
                      {"module_index", s.module_index}});
   }
-  j["layout"] = {{"numel", layout.numel()},
-                 {"padded_numel", layout.padded_numel()},
-                 {"shard_size", layout.shard_size()},
-                 {"slots", slots}};
+  ojson regions = ojson::array();
+  for (const auto& r : layout.regions()) {
+    regions.push_back({{"offset", r.offset},
+                       {"padded_numel", r.padded_numel},
+                       {"shard_size", r.shard_size},
+                       {"shard_offset", r.shard_offset}});
+  }
+  ojson units = ojson::array();
+  for (const auto& u : layout.units()) units.push_back(u.name);
+  j["layout"] = {{"numel", layout.numel()},   {"padded_numel", layout.padded_numel()},
+                 {"shard_size", layout.shard_size()}, {"units", units},
+                 {"regions", regions},        {"slots", slots}};
   j["torch_rng_state"] = to_hex(torch_rng_state());
   ojson fj = ojson::array();
   for (size_t r = 0; r < files.size(); ++r) {
@@ -198,9 +206,17 @@ void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
                  ", this job has seed ", expected.seed, " (the data order would change)");
   const auto& layout = engine.layout();
   ZOFF_CHECK_ARG(
-      info.padded_numel == layout.padded_numel() && info.slots.size() == layout.slots().size(),
+      info.padded_numel == layout.padded_numel() && info.slots.size() == layout.slots().size() &&
+          info.regions.size() == layout.regions().size(),
       where, " has ", info.slots.size(), " parameters (", info.numel, " elements), this model has ",
       layout.slots().size(), " (", layout.numel(), ")");
+  for (size_t i = 0; i < info.regions.size(); ++i) {
+    const auto& a = info.regions[i];
+    const auto& b = layout.regions()[i];
+    ZOFF_CHECK_ARG(a.offset == b.offset && a.padded_numel == b.padded_numel, where,
+                   ": unit ", i, " spans [", a.offset, ", +", a.padded_numel,
+                   "), this model's spans [", b.offset, ", +", b.padded_numel, ")");
+  }
   for (size_t i = 0; i < info.slots.size(); ++i) {
     const auto& a = info.slots[i];
     const auto& b = layout.slots()[i];
@@ -209,6 +225,20 @@ void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
         ": parameter ", i, " is ", a.name, " ", describe_shape(a.shape), " at element ", a.offset,
         ", this model has ", b.name, " ", describe_shape(b.shape), " at element ", b.offset);
   }
+}
+
+// The regions tile the flat buffer and every rank's shard space exactly.
+void check_regions(const CheckpointInfo& info, const std::string& path) {
+  int64_t offset = 0, space = 0;
+  for (const auto& r : info.regions) {
+    ZOFF_CHECK_ARG(r.offset == offset && r.shard_offset == space && r.shard_size >= 0 &&
+                       r.shard_size * info.world_size == r.padded_numel,
+                   path, ": layout region at element ", r.offset, " does not tile the buffer");
+    offset += r.padded_numel;
+    space += r.shard_size;
+  }
+  ZOFF_CHECK_ARG(offset == info.padded_numel && space == info.shard_size(), path,
+                 ": layout regions cover ", offset, " of ", info.padded_numel, " elements");
 }
 
 // Checks this rank's file completely (length, CRC32, header) and returns its header.
@@ -369,6 +399,11 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
     const auto& layout = j.at("layout");
     info.numel = layout.at("numel").get<int64_t>();
     info.padded_numel = layout.at("padded_numel").get<int64_t>();
+    for (const auto& r : layout.at("regions")) {
+      info.regions.push_back({r.at("offset").get<int64_t>(), r.at("padded_numel").get<int64_t>(),
+                              r.at("shard_size").get<int64_t>(),
+                              r.at("shard_offset").get<int64_t>()});
+    }
     for (const auto& s : layout.at("slots")) {
       partition::ParamSlot slot;
       slot.name = s.at("name").get<std::string>();
@@ -396,6 +431,7 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
   ZOFF_CHECK_ARG(info.world_size >= 1 && info.padded_numel % info.world_size == 0, path,
                  ": world_size ", info.world_size, " does not divide padded_numel ",
                  info.padded_numel);
+  check_regions(info, path);
   ZOFF_CHECK_ARG(info.files.size() == static_cast<size_t>(info.world_size), path, ": lists ",
                  info.files.size(), " rank files for world size ", info.world_size);
   for (size_t r = 0; r < info.files.size(); ++r) {

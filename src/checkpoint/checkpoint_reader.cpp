@@ -56,17 +56,23 @@ CheckpointReader::~CheckpointReader() {
 void CheckpointReader::read_flat(int64_t offset, int64_t count, float* out) const {
   ZOFF_CHECK(offset >= 0 && count >= 0 && offset + count <= info_.padded_numel, "read_flat [",
              offset, ", +", count, ") outside the ", info_.padded_numel, "-element layout");
-  const int64_t S = info_.shard_size();
+  const auto& regions = info_.regions;
   int64_t pos = offset;
   const int64_t end = offset + count;
+  // The region holding `pos`: the last one starting at or before it (they are sorted).
+  auto it = std::upper_bound(regions.begin(), regions.end(), pos,
+                             [](int64_t p, const partition::ShardRegion& r) { return p < r.offset; });
   while (pos < end) {
-    const int64_t r = pos / S;
-    const int64_t piece = std::min(end, (r + 1) * S) - pos;
+    const auto& region = *std::prev(it);
+    const int64_t S = region.shard_size;
+    const int64_t r = (pos - region.offset) / S;
+    const int64_t piece_end = std::min(end, region.offset + (r + 1) * S);
+    const int64_t local = region.shard_offset + (pos - region.offset - r * S);
     const auto rr = static_cast<size_t>(r);
-    read_exact(fds_[rr], paths_[rr],
-               master_start_[rr] + static_cast<uint64_t>(pos - r * S) * sizeof(float),
-               out + (pos - offset), static_cast<size_t>(piece) * sizeof(float));
-    pos += piece;
+    read_exact(fds_[rr], paths_[rr], master_start_[rr] + static_cast<uint64_t>(local) * sizeof(float),
+               out + (pos - offset), static_cast<size_t>(piece_end - pos) * sizeof(float));
+    pos = piece_end;
+    if (it != regions.end() && pos >= it->offset) ++it;
   }
 }
 

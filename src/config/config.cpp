@@ -283,18 +283,94 @@ void parse_scheduler(Section& top, Config& c) {
   sch->warn_unknown();
 }
 
+// DeepSpeed keys zoff accepts but does not use, with what zoff does instead.
+void warn_unused(Section& s, const std::vector<std::pair<const char*, const char*>>& keys,
+                 std::vector<std::string>& warnings) {
+  for (const auto& [key, instead] : keys) {
+    if (s.get(key) != nullptr) {
+      warnings.push_back("config: " + s.path_of(key) + " is not used by zoff: " + instead);
+    }
+  }
+}
+
+void parse_offload_param(Section& z, ZeroConfig& zc, std::vector<std::string>& warnings) {
+  std::optional<Section> op = z.section("offload_param");
+  if (!op) return;
+  auto any = [](bool) { return true; };
+  read_checked(
+      op->string("device"), &zc.offload_param.device, *op, "device",
+      [](const std::string& d) { return d == "none" || d == "cpu" || d == "nvme"; },
+      "must be \"none\", \"cpu\" or \"nvme\"");
+  if (zc.offload_param.device == "nvme") {
+    fail(op->path_of("device"), json("nvme"),
+         "parameter offload to NVMe is not implemented yet (use \"cpu\" or \"none\")");
+  }
+  read_checked(op->boolean("pin_memory"), &zc.offload_param.pin_memory, *op, "pin_memory", any, "");
+  warn_unused(*op,
+              {{"nvme_path", "only for device \"nvme\" (not implemented yet)"},
+               {"buffer_count", "only for device \"nvme\" (not implemented yet)"},
+               {"buffer_size", "only for device \"nvme\" (not implemented yet)"},
+               {"max_in_cpu", "only for device \"nvme\" (not implemented yet)"}},
+              warnings);
+  if (zc.offload_param.device != "none" && zc.stage != 3) {
+    fail(op->path_of("device"), json(zc.offload_param.device), "needs zero_optimization.stage = 3");
+  }
+  op->warn_unknown();
+}
+
+void parse_stage3(Section& z, ZeroConfig& zc, std::vector<std::string>& warnings) {
+  auto non_negative = [](int64_t v) { return v >= 0; };
+  read_checked(z.integer("stage3_prefetch_bucket_size"), &zc.stage3_prefetch_bucket_size, z,
+               "stage3_prefetch_bucket_size", non_negative, "must be >= 0 (elements)");
+  read_checked(z.integer("stage3_max_live_parameters"), &zc.stage3_max_live_parameters, z,
+               "stage3_max_live_parameters", [](int64_t v) { return v > 0; },
+               "must be > 0 (elements)");
+  read_checked(z.integer("stage3_param_persistence_threshold"),
+               &zc.stage3_param_persistence_threshold, z, "stage3_param_persistence_threshold",
+               non_negative, "must be >= 0 (elements)");
+  const char* saved = "checkpoints are sharded; `zoff export` writes the whole model, streaming";
+  warn_unused(z,
+              {{"stage3_max_reuse_distance",
+                "a unit is released after each use and gathered again; prefetch follows the "
+                "order recorded on the first step"},
+               {"stage3_gather_16bit_weights_on_model_save", saved},
+               {"stage3_gather_fp16_weights_on_model_save", saved},
+               {"sub_group_size", "the CPU optimizer steps the whole shard in one fused pass"},
+               {"round_robin_gradients", "each rank reduces its own shard of every unit"},
+               {"memory_efficient_linear", "LibTorch's own Linear is used"},
+               {"zero_hpz_partition_size", "one partition group: all ranks"},
+               {"zero_quantized_weights", "parameters are gathered in the compute dtype"},
+               {"zero_quantized_gradients", "gradients are reduced in fp32"},
+               {"mics_shard_size", "one partition group: all ranks"}},
+              warnings);
+  parse_offload_param(z, zc, warnings);
+}
+
+void parse_activation_checkpointing(Section& top, Config& c) {
+  std::optional<Section> ac = top.section("activation_checkpointing");
+  if (!ac) return;
+  c.activation_checkpointing = true;
+  warn_unused(
+      *ac,
+      {{"partition_activations", "no model parallelism: checkpoints stay whole on each rank"},
+       {"cpu_checkpointing", "activations already live in host memory on a CPU-only machine"},
+       {"contiguous_memory_optimization", "checkpoints are ordinary LibTorch tensors"},
+       {"number_checkpoints", "one checkpoint per gpt block"},
+       {"synchronize_checkpoint_boundary", "CPU execution is synchronous"},
+       {"profile", "see the step log's timings instead"}},
+      c.warnings);
+  ac->warn_unknown();
+}
+
 void parse_zero(Section& top, Config& c) {
   std::optional<Section> z = top.section("zero_optimization");
   if (!z) return;
   ZeroConfig& zc = c.zero;
   if (std::optional<int64_t> stage = z->integer("stage")) {
-    if (*stage == 3) {
-      fail(z->path_of("stage"), json(*stage),
-           "ZeRO stage 3 is not implemented yet (use 0, 1 or 2)");
-    }
-    if (*stage < 0 || *stage > 2) fail(z->path_of("stage"), json(*stage), "must be 0, 1 or 2");
+    if (*stage < 0 || *stage > 3) fail(z->path_of("stage"), json(*stage), "must be 0, 1, 2 or 3");
     zc.stage = static_cast<int>(*stage);
   }
+  parse_stage3(*z, zc, c.warnings);
   auto positive = [](int64_t v) { return v > 0; };
   read_checked(z->integer("reduce_bucket_size"), &zc.reduce_bucket_size, *z, "reduce_bucket_size",
                positive, "must be > 0 (elements)");
@@ -450,6 +526,7 @@ Config parse_config(const std::string& json_text, int world_size) {
   parse_scheduler(top, c);
   parse_zero(top, c);
   parse_precision(top, c);
+  parse_activation_checkpointing(top, c);
   top.warn_unknown();
   return c;
 }

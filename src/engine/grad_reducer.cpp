@@ -1,4 +1,4 @@
-// GradReducer: gradient hooks, bucket staging, and asynchronous bucketed collectives.
+// GradReducer: gradient hooks, rank-major bucket staging, asynchronous bucketed collectives.
 #include "zoff/engine/grad_reducer.h"
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -10,55 +10,67 @@
 
 namespace zoff::engine {
 
-// A bucket's collective in flight: `recv` holds this rank's reduced piece when stage 1 or 2
-// reduce-scatters; `staging` goes back to the pool once done.
+// A bucket's collective in flight: `recv` holds this rank's reduced piece (stages 1-3);
+// `staging` goes back to the pool once done.
 struct GradReducer::Pending {
   size_t bucket = 0;
   dist::WorkPtr work;
-  torch::Tensor staging;  // stage 2: the bucket's gradients (fp32)
-  torch::Tensor recv;     // stages 1, 2: this rank's piece of the sum
+  torch::Tensor staging;  // fp32, the bucket's gradients, rank-major
+  torch::Tensor recv;     // stages 1-3: this rank's piece of the sum
 };
 
-GradReducer::GradReducer(const partition::FlatLayout& layout, std::vector<torch::Tensor> params,
+GradReducer::GradReducer(const partition::ModelLayout& layout, std::vector<torch::Tensor> params,
                          dist::CommPtr comm, GradReducerOptions options)
     : layout_(layout),
       params_(std::move(params)),
       comm_(std::move(comm)),
-      mode_(options.mode),
-      overlap_(options.overlap),
-      shard_device_(options.shard_device),
-      shard_(layout.shard(comm_->rank())),
-      buckets_(layout.buckets(options.bucket_elems)) {
-  slot_bucket_.assign(layout_.slots().size(), 0);
+      options_(std::move(options)),
+      buckets_(options_.unit_buckets ? layout.unit_buckets()
+                                     : layout.buckets(options_.bucket_elems)) {
+  ZOFF_CHECK(options_.mode == GradMode::kAllReduce || layout_.sharded(),
+             "reduce-scatter needs a layout sharded per unit");
+  unit_bucket_.assign(layout_.units().size(), 0);
+  bucket_expected_.assign(buckets_.size(), 0);
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    for (size_t s : buckets_[b].slots) slot_bucket_[s] = b;
+    for (size_t u : buckets_[b].units) {
+      unit_bucket_[u] = b;
+      bucket_expected_[b] += static_cast<int>(layout_.units()[u].slots.size());
+    }
     max_bucket_ = std::max(max_bucket_, buckets_[b].size);
   }
   bucket_ready_.assign(buckets_.size(), 0);
   bucket_launched_.assign(buckets_.size(), false);
   bucket_staging_.resize(buckets_.size());
+  unit_ready_.assign(layout_.units().size(), 0);
+  slot_seen_.assign(layout_.slots().size(), false);
 
   const auto device = params_.front().device();
-  const auto dtype = params_.front().scalar_type();
-  auto owned_fp32 = [&](torch::Device where, int64_t n) {
-    auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(where);
+  if (options_.mode == GradMode::kReduceScatterEveryMicroBatch) {
+    auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(options_.shard_device);
     // Page-locked host memory lets device-to-host copies run asynchronously.
-    if (options.pin_memory && where.is_cpu() && !device.is_cpu()) opts = opts.pinned_memory(true);
-    reduced_owned_bytes_ = static_cast<size_t>(n) * sizeof(float);
-    return torch::zeros({n}, opts);
-  };
-  if (mode_ == GradMode::kReduceScatterEveryMicroBatch) {
-    reduced_ = owned_fp32(shard_device_, shard_.size);
+    if (options_.pin_memory && options_.shard_device.is_cpu() && !device.is_cpu()) {
+      opts = opts.pinned_memory(true);
+    }
+    reduced_ = torch::zeros({layout_.shard_size()}, opts);
+    reduced_owned_ = true;
   } else {
-    full_grads_ = std::make_unique<partition::FlatBuffer>(layout_, dtype, device);
-    full_grads_->bind_as_grads(params_);
-    const bool fp32 = dtype == torch::kFloat32;
-    if (mode_ == GradMode::kAllReduce) {
-      reduced_ = fp32 ? full_grads_->flat() : owned_fp32(device, layout_.padded_numel());
+    full_grads_ = std::make_unique<partition::FlatBuffer>(layout_.slots(), layout_.padded_numel(),
+                                                          torch::kFloat32, device);
+    // fp32 parameters accumulate straight into the buffer; 16-bit ones are added in.
+    bound_ = params_.front().scalar_type() == torch::kFloat32;
+    if (bound_) full_grads_->bind_as_grads(params_);
+    // Stage 1 reduces into the start of the full buffer itself when both are on one
+    // device: buckets launch in buffer order, so bucket j's result, at shard-space
+    // [L_j, L_j + B_j), lands inside buckets 0..j, which were already copied out.
+    if (options_.mode == GradMode::kAllReduce) {
+      reduced_ = full_grads_->flat();
+    } else if (options_.shard_device == device) {
+      reduced_ = full_grads_->range(0, layout_.shard_size());
     } else {
-      // fp32 stage 1 on one device reduces into its own range of the full buffer.
-      reduced_ = fp32 && shard_device_ == device ? full_grads_->range(shard_)
-                                                 : owned_fp32(shard_device_, shard_.size);
+      reduced_ = torch::zeros({layout_.shard_size()}, torch::TensorOptions()
+                                                          .dtype(torch::kFloat32)
+                                                          .device(options_.shard_device));
+      reduced_owned_ = true;
     }
   }
 
@@ -96,19 +108,18 @@ void GradReducer::begin_backward(bool boundary) {
   ZOFF_CHECK(!active_, "backward started twice without end_backward()");
   active_ = true;
   boundary_ = boundary;
-  if (full_grads_) {
-    // Re-bind in case the user reset .grad (Module::zero_grad sets it to none).
-    full_grads_->bind_as_grads(params_);
-  }
+  // Re-bind in case the user reset .grad (Module::zero_grad sets it to none).
+  if (bound_) full_grads_->bind_as_grads(params_);
   std::fill(bucket_ready_.begin(), bucket_ready_.end(), 0);
   std::fill(bucket_launched_.begin(), bucket_launched_.end(), false);
+  std::fill(unit_ready_.begin(), unit_ready_.end(), 0);
+  std::fill(slot_seen_.begin(), slot_seen_.end(), false);
+  next_launch_ = 0;
 }
 
 torch::Tensor GradReducer::acquire_staging() {
-  if (free_staging_.empty()) {
-    // Reuse a buffer from the oldest finished collective before growing the pool.
-    if (!in_flight_.empty()) drain_one();
-  }
+  // Reuse a buffer from the oldest finished collective before growing the pool.
+  if (free_staging_.empty() && !in_flight_.empty()) drain_one();
   if (!free_staging_.empty()) {
     auto t = free_staging_.back();
     free_staging_.pop_back();
@@ -122,26 +133,78 @@ torch::Tensor GradReducer::acquire_staging() {
 
 void GradReducer::on_grad_ready(size_t slot) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!active_) return;  // a backward the engine did not start (e.g. user's own)
-  const size_t b = slot_bucket_[slot];
   const auto& info = layout_.slots()[slot];
+  ZOFF_CHECK_ARG(active_, "parameter ", info.name,
+                 " got a gradient outside engine.backward(): call engine.backward(loss), not "
+                 "loss.backward(), on a model the engine owns");
+  const size_t u = layout_.unit_of_slot(slot);
+  const size_t b = unit_bucket_[u];
+  ZOFF_CHECK(!slot_seen_[slot] && !bucket_launched_[b], "parameter ", info.name,
+             " got a second gradient in one engine.backward() after its bucket was reduced (a "
+             "re-entrant backward, or one parameter used in two checkpointed segments): such a "
+             "gradient would be lost");
+  slot_seen_[slot] = true;
   auto& param = params_[info.module_index];
-  if (mode_ == GradMode::kReduceScatterEveryMicroBatch) {
-    // Copy (and widen to fp32) the parameter's gradient into the bucket, then free it.
-    if (!bucket_staging_[b].defined()) {
-      bucket_staging_[b] = acquire_staging();
-      bucket_staging_[b].narrow(0, 0, buckets_[b].size).zero_();
-    }
+  if (!bound_) {
     auto grad = param.grad();
-    if (grad.defined()) {
-      bucket_staging_[b]
-          .narrow(0, info.offset - buckets_[b].offset, info.numel)
-          .copy_(grad.reshape({-1}));
-      param.mutable_grad().reset();
+    if (grad.defined()) stage_grad(slot, grad);
+    param.mutable_grad().reset();
+  }
+  const bool complete = ++bucket_ready_[b] == bucket_expected_[b];
+  if (++unit_ready_[u] == static_cast<int>(layout_.units()[u].slots.size()) &&
+      options_.on_unit_done) {
+    options_.on_unit_done(u);
+  }
+  if (!complete || !options_.overlap) return;
+  if (options_.mode == GradMode::kReduceScatterEveryMicroBatch) {
+    launch(b);
+  } else if (boundary_) {
+    // Stages 0, 1 launch in buffer order (stage 1's in-place result relies on it).
+    while (next_launch_ < buckets_.size() && bucket_ready_[next_launch_] == bucket_expected_[next_launch_]) {
+      launch(next_launch_++);
     }
   }
-  if (++bucket_ready_[b] == static_cast<int>(buckets_[b].slots.size()) && overlap_) {
-    if (mode_ == GradMode::kReduceScatterEveryMicroBatch || boundary_) launch(b);
+}
+
+// Adds one 16-bit or fp32 gradient into its fp32 home: the full buffer (stages 0, 1) or
+// its bucket's staging, rank-major (stages 2, 3): rank r's pieces of the bucket's units
+// are contiguous at [r * B, (r + 1) * B), B = the bucket's shard size.
+void GradReducer::stage_grad(size_t slot, const torch::Tensor& grad) {
+  const auto& info = layout_.slots()[slot];
+  auto flat = grad.reshape({-1});
+  if (options_.mode != GradMode::kReduceScatterEveryMicroBatch) {
+    full_grads_->view(slot).view({-1}).add_(flat);
+    return;
+  }
+  const size_t b = unit_bucket_[layout_.unit_of_slot(slot)];
+  const auto& bucket = buckets_[b];
+  if (!bucket_staging_[b].defined()) {
+    bucket_staging_[b] = acquire_staging();
+    bucket_staging_[b].narrow(0, 0, bucket.size).zero_();
+  }
+  const auto& unit = layout_.units()[layout_.unit_of_slot(slot)];
+  const int64_t S = unit.shard_size, B = bucket.shard_size;
+  const int64_t begin = info.offset - unit.offset, end = begin + info.numel;
+  for (int64_t pos = begin; pos < end;) {
+    const int64_t r = pos / S;
+    const int64_t piece = std::min(end, (r + 1) * S) - pos;
+    const int64_t dst = r * B + (unit.shard_offset - bucket.shard_offset) + (pos - r * S);
+    bucket_staging_[b].narrow(0, dst, piece).copy_(flat.narrow(0, pos - begin, piece));
+    pos += piece;
+  }
+}
+
+// Stage 1: copies a bucket of the full gradient buffer into staging, rank-major.
+void GradReducer::permute_rank_major(const partition::UnitBucket& bucket,
+                                     const torch::Tensor& staging) {
+  auto full = full_grads_->flat();
+  for (int64_t r = 0; r < comm_->size(); ++r) {
+    for (size_t u : bucket.units) {
+      const auto& unit = layout_.units()[u];
+      staging.narrow(0, r * bucket.shard_size + unit.shard_offset - bucket.shard_offset,
+                     unit.shard_size)
+          .copy_(full.narrow(0, unit.offset + r * unit.shard_size, unit.shard_size));
+    }
   }
 }
 
@@ -151,39 +214,25 @@ void GradReducer::launch(size_t b) {
   const auto& bucket = buckets_[b];
   auto pending = std::make_unique<Pending>();
   pending->bucket = b;
-  const int64_t mine = bucket.pieces[static_cast<size_t>(comm_->rank())];
-  switch (mode_) {
-    case GradMode::kAllReduce:
-      if (full_grads_->flat().scalar_type() == torch::kFloat32) {
-        pending->work = comm_->all_reduce_sum(full_grads_->range(bucket.offset, bucket.size));
-      } else {
-        // Gloo cannot sum 16-bit types: widen the bucket to fp32 first.
-        pending->staging = acquire_staging();
-        auto wide = pending->staging.narrow(0, 0, bucket.size);
-        wide.copy_(full_grads_->range(bucket.offset, bucket.size));
-        pending->work = comm_->all_reduce_sum(wide);
-      }
-      break;
-    case GradMode::kReduceScatterAtBoundary:
-      pending->recv = torch::empty(
-          {mine},
-          torch::TensorOptions().dtype(torch::kFloat32).device(full_grads_->flat().device()));
-      pending->work = comm_->reduce_scatter_sum_v(full_grads_->range(bucket.offset, bucket.size),
-                                                  bucket.pieces, pending->recv);
-      break;
-    case GradMode::kReduceScatterEveryMicroBatch: {
-      if (!bucket_staging_[b].defined()) {  // no parameter of this bucket got a gradient
-        bucket_staging_[b] = acquire_staging();
-        bucket_staging_[b].narrow(0, 0, bucket.size).zero_();
-      }
-      pending->staging = bucket_staging_[b];
-      bucket_staging_[b] = torch::Tensor();
-      pending->recv = torch::empty({mine}, pending->staging.options());
-      pending->work = comm_->reduce_scatter_sum_v(pending->staging.narrow(0, 0, bucket.size),
-                                                  bucket.pieces, pending->recv);
-      break;
-    }
+  if (options_.mode == GradMode::kAllReduce) {
+    pending->work = comm_->all_reduce_sum(full_grads_->range(bucket.offset, bucket.size));
+    in_flight_.push_back(std::move(pending));
+    return;
   }
+  if (options_.mode == GradMode::kReduceScatterAtBoundary) {
+    pending->staging = acquire_staging();
+    permute_rank_major(bucket, pending->staging);
+  } else {
+    if (!bucket_staging_[b].defined()) {  // no parameter of this bucket got a gradient
+      bucket_staging_[b] = acquire_staging();
+      bucket_staging_[b].narrow(0, 0, bucket.size).zero_();
+    }
+    pending->staging = bucket_staging_[b];
+    bucket_staging_[b] = torch::Tensor();
+  }
+  pending->recv = torch::empty({bucket.shard_size}, pending->staging.options());
+  pending->work =
+      comm_->reduce_scatter_sum(pending->staging.narrow(0, 0, bucket.size), pending->recv);
   in_flight_.push_back(std::move(pending));
 }
 
@@ -193,21 +242,13 @@ void GradReducer::drain_one() {
   in_flight_.erase(in_flight_.begin());
   pending->work->wait();
   const auto& bucket = buckets_[pending->bucket];
-  const int64_t mine = bucket.pieces[static_cast<size_t>(comm_->rank())];
-  if (mode_ == GradMode::kAllReduce) {
-    if (pending->staging.defined()) {
-      reduced_.narrow(0, bucket.offset, bucket.size)
-          .copy_(pending->staging.narrow(0, 0, bucket.size));
-    }
-  } else if (mine > 0) {
-    // This rank's piece starts where the bucket meets the shard.
-    const int64_t start = std::max(bucket.offset, shard_.offset);
-    auto dest = reduced_.narrow(0, start - shard_.offset, mine);
-    auto piece = pending->recv.to(shard_device_, /*non_blocking=*/true);
-    if (mode_ == GradMode::kReduceScatterAtBoundary) {
+  if (pending->recv.defined() && bucket.shard_size > 0) {
+    auto dest = reduced_.narrow(0, bucket.shard_offset, bucket.shard_size);
+    auto piece = pending->recv.to(options_.shard_device, /*non_blocking=*/true);
+    if (options_.mode == GradMode::kReduceScatterAtBoundary) {
       dest.copy_(piece);
     } else {
-      dest.add_(piece);  // stage 2 accumulates micro-batches in the fp32 shard
+      dest.add_(piece);  // stages 2, 3 accumulate micro-batches in the fp32 shard
     }
   }
   if (pending->staging.defined()) free_staging_.push_back(pending->staging);
@@ -217,7 +258,7 @@ void GradReducer::end_backward() {
   ZOFF_CHECK(active_, "end_backward() without begin_backward()");
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (mode_ == GradMode::kReduceScatterEveryMicroBatch || boundary_) {
+    if (options_.mode == GradMode::kReduceScatterEveryMicroBatch || boundary_) {
       for (size_t b = 0; b < buckets_.size(); ++b) launch(b);
     }
     active_ = false;
@@ -225,20 +266,37 @@ void GradReducer::end_backward() {
   while (!in_flight_.empty()) drain_one();
 }
 
+void GradReducer::abort_backward() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    active_ = false;
+  }
+  while (!in_flight_.empty()) {
+    try {
+      drain_one();
+    } catch (...) {
+      in_flight_.clear();  // the communicator is broken; nothing more to wait for
+    }
+  }
+  for (auto& s : bucket_staging_) {
+    if (s.defined()) free_staging_.push_back(s);
+    s = torch::Tensor();
+  }
+}
+
 torch::Tensor GradReducer::reduced_grads() { return reduced_; }
 
 void GradReducer::zero_grads() {
   if (full_grads_) full_grads_->flat().zero_();
-  if (reduced_owned_bytes_ > 0) reduced_.zero_();
+  if (reduced_owned_) reduced_.zero_();
 }
 
 size_t GradReducer::full_grad_bytes() const { return full_grads_ ? full_grads_->bytes() : 0; }
 
-size_t GradReducer::shard_grad_bytes() const { return reduced_owned_bytes_; }
-
-size_t GradReducer::buffer_bytes() const {
-  // Staging buckets plus, at most, one receive piece per bucket in flight.
-  return staging_allocated_ * sizeof(float);
+size_t GradReducer::shard_grad_bytes() const {
+  return reduced_owned_ ? static_cast<size_t>(reduced_.numel()) * sizeof(float) : 0;
 }
+
+size_t GradReducer::buffer_bytes() const { return staging_allocated_ * sizeof(float); }
 
 }  // namespace zoff::engine

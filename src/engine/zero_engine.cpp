@@ -1,5 +1,4 @@
-// ZeroEngine: precision, the master copy and its tier, stage-dependent reduction, the
-// fused shard step, loss scaling, and the parameter all-gather.
+// ZeroEngine: setup of units, precision and tiers; backward; the step and its publication.
 #include "zoff/engine/zero_engine.h"
 
 #include <cmath>
@@ -16,20 +15,15 @@ GradMode grad_mode_for_stage(int stage) {
       return GradMode::kAllReduce;
     case 1:
       return GradMode::kReduceScatterAtBoundary;
-    case 2:
-      return GradMode::kReduceScatterEveryMicroBatch;
     default:
-      throw UsageError(detail::concat("zero_optimization.stage = ", stage,
-                                      ": this engine runs stages 0, 1 and 2"));
+      return GradMode::kReduceScatterEveryMicroBatch;
   }
 }
 
-torch::Tensor host_fp32_like(const torch::Tensor& src, torch::Device where, bool pin) {
+torch::Tensor fp32_buffer(int64_t numel, torch::Device where, bool pin) {
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(where);
-  if (pin && where.is_cpu() && !src.device().is_cpu()) opts = opts.pinned_memory(true);
-  auto out = torch::empty({src.numel()}, opts);
-  out.copy_(src);
-  return out;
+  if (pin && where.is_cpu() && torch::cuda::is_available()) opts = opts.pinned_memory(true);
+  return torch::zeros({numel}, opts);
 }
 
 }  // namespace
@@ -41,126 +35,165 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
       comm_(std::move(comm)),
       options_(options) {
   ZOFF_CHECK_ARG(module_ != nullptr, "engine: no module");
+  check_config();
+  plan_ = plan_units(*module_);
+  ZOFF_CHECK_ARG(!plan_.trainable.empty(), "the module has no trainable parameters");
+  for (auto& [name, t] : plan_.trainable) {
+    ZOFF_CHECK_ARG(t.scalar_type() == torch::kFloat32, "parameter ", name, " is ",
+                   t.scalar_type(),
+                   ": hand the engine an fp32 module (it makes the 16-bit copy itself)");
+    trainable_.push_back(t);
+  }
+  layout_ = std::make_unique<partition::ModelLayout>(plan_.trainable, plan_.units,
+                                                     comm_->size(), stage_ >= 1);
+  shard_ = {comm_->rank() * layout_->shard_size(), layout_->shard_size()};
+  compute_device_ = trainable_.front().device();
+  offload_device_ = offload_ ? torch::Device(torch::kCPU) : compute_device_;
+  setup_buffers();
+  load_unit_values();
+  replicated_ = std::make_unique<ReplicatedStates>(plan_.frozen, plan_.buffers, comm_,
+                                                   compute_dtype_);
+  replicated_->broadcast_from_rank0();
+  setup_reducer();
+  optimizer_ = optim::make_shard_optimizer(config_.optimizer, static_cast<size_t>(master_.numel()),
+                                           options_.optimizer_backend, options_.optimizer_threads);
+  if (config_.fp16.enabled) scaler_ = std::make_unique<LossScaler>(config_.fp16);
+  setup_delayed_update();
+  if (gatherer_) unit::install_hooks(*module_, gatherer_.get());
+}
+
+ZeroEngine::~ZeroEngine() {
+  if (gatherer_) unit::remove_hooks(*module_);
+  if (pending_update_.valid()) pending_update_.wait();
+}
+
+void ZeroEngine::check_config() {
   ZOFF_CHECK_ARG(config_.gradient_accumulation_steps >= 1,
                  "gradient_accumulation_steps = ", config_.gradient_accumulation_steps,
                  ": must be >= 1");
-  const GradMode mode = grad_mode_for_stage(config_.zero.stage);
+  stage_ = config_.zero.stage;
+  ZOFF_CHECK_ARG(stage_ >= 0 && stage_ <= 3, "zero_optimization.stage = ", stage_,
+                 ": must be 0, 1, 2 or 3");
   const auto& offload = config_.zero.offload_optimizer;
   ZOFF_CHECK_ARG(offload.device == "none" || offload.device == "cpu",
                  "zero_optimization.offload_optimizer.device = ", offload.device,
                  ": this engine offloads to cpu (nvme is not implemented yet)");
+  ZOFF_CHECK_ARG(config_.zero.offload_param.device == "none" ||
+                     config_.zero.offload_param.device == "cpu",
+                 "zero_optimization.offload_param.device = ", config_.zero.offload_param.device,
+                 ": this engine offloads parameters to cpu (nvme is not implemented yet)");
+  ZOFF_CHECK_ARG(!(stage_ == 3 && offload.delayed_param_update),
+                 "zero_optimization.offload_optimizer.delayed_param_update with stage 3 is not "
+                 "supported yet (use stage 1 or 2)");
   offload_ = offload.device == "cpu";
   ZOFF_CHECK_ARG(!(config_.bf16 && config_.fp16.enabled), "bf16 and fp16 are both enabled");
   compute_dtype_ = config_.bf16           ? torch::kBFloat16
                    : config_.fp16.enabled ? torch::kHalf
                                           : torch::kFloat32;
+}
 
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (auto& item : module_->named_parameters()) {
-    if (!item.value().requires_grad()) continue;
-    ZOFF_CHECK_ARG(item.value().scalar_type() == torch::kFloat32, "parameter ", item.key(), " is ",
-                   item.value().scalar_type(),
-                   ": hand the engine an fp32 module (it makes the 16-bit copy itself)");
-    named.emplace_back(item.key(), item.value());
-    module_params_.push_back(item.value());
+// Allocates the compute parameters and the fp32 master in their tiers (values come next).
+void ZeroEngine::setup_buffers() {
+  const auto& offload = config_.zero.offload_optimizer;
+  const bool fp32 = compute_dtype_ == torch::kFloat32;
+  if (stage_ <= 2) {
+    params_ = std::make_unique<partition::FlatBuffer>(
+        layout_->slots(), layout_->padded_numel(), compute_dtype_, compute_device_);
   }
-  layout_ = std::make_unique<partition::FlatLayout>(named, comm_->size());
-  shard_ = layout_->shard(comm_->rank());
-  compute_device_ = module_params_.front().device();
-  offload_device_ = offload_ ? torch::Device(torch::kCPU) : compute_device_;
-  const bool stage0 = config_.zero.stage == 0;
-  opt_offset_ = stage0 ? 0 : shard_.offset;
-  const int64_t opt_numel = stage0 ? layout_->padded_numel() : shard_.size;
-
-  if (compute_dtype_ == torch::kFloat32) {
-    params_ = std::make_unique<partition::FlatBuffer>(*layout_, torch::kFloat32, compute_device_);
-    params_->adopt_parameters(module_params_);
-    // Every rank starts from rank 0's weights, whatever its own initialisation did.
-    comm_->broadcast(params_->flat(), 0)->wait();
-    auto region = params_->range(opt_offset_, opt_numel);
-    if (offload_) {
-      master_ = host_fp32_like(region, offload_device_, offload.pin_memory);
-      master_owned_ = true;
-    } else {
-      master_ = region;  // fp32 on one device: the parameters are their own master
-    }
+  if (stage_ == 0) {
+    master_is_params_ = fp32 && !offload_;
+    master_ = master_is_params_
+                  ? params_->flat()
+                  : fp32_buffer(layout_->padded_numel(), offload_device_, offload.pin_memory);
+    return;
+  }
+  master_ = fp32_buffer(layout_->shard_size(), offload_device_, offload.pin_memory);
+  if (fp32 && offload_device_ == compute_device_) {
+    shard_space_ = master_;  // the optimizer updates the shard the model's copy comes from
+    master_is_params_ = stage_ == 3;
   } else {
-    // The fp32 values become the master; the module computes with a 16-bit copy.
-    partition::FlatBuffer fp32(*layout_, torch::kFloat32, compute_device_);
-    {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < layout_->slots().size(); ++i) {
-        fp32.view(i).copy_(module_params_[layout_->slots()[i].module_index]);
+    shard_space_ = torch::zeros({layout_->shard_size()}, torch::TensorOptions()
+                                                             .dtype(compute_dtype_)
+                                                             .device(compute_device_));
+  }
+  if (stage_ == 3) {
+    UnitGathererOptions go;
+    go.prefetch_elems = config_.zero.stage3_prefetch_bucket_size;
+    go.max_live_elems = config_.zero.stage3_max_live_parameters;
+    go.persistence_threshold = config_.zero.stage3_param_persistence_threshold;
+    gatherer_ = std::make_unique<UnitGatherer>(*layout_, plan_.module_units, shard_space_, comm_,
+                                               go);
+  }
+}
+
+// One unit's values from the module's parameters, fp32, padded, in the unit's layout.
+torch::Tensor ZeroEngine::unit_values_fp32(size_t u) const {
+  const auto& unit = layout_->units()[u];
+  auto values = torch::zeros({unit.padded_numel},
+                             torch::TensorOptions().dtype(torch::kFloat32).device(compute_device_));
+  for (size_t s : unit.slots) {
+    const auto& slot = layout_->slots()[s];
+    values.narrow(0, slot.offset - unit.offset, slot.numel)
+        .copy_(trainable_[slot.module_index].detach().reshape({-1}));
+  }
+  return values;
+}
+
+// Every rank starts from rank 0's weights, whatever its own initialisation did. Unit by
+// unit, so the fp32 staging never exceeds one unit: rank 0's values go to the master
+// (its whole buffer at stage 0, this rank's pieces at stages 1-3) and, rounded to the
+// compute dtype, to the compute parameters; the module's parameters then become views.
+void ZeroEngine::load_unit_values() {
+  torch::NoGradGuard no_grad;
+  const int64_t rank = comm_->rank();
+  for (size_t u = 0; u < layout_->units().size(); ++u) {
+    const auto& unit = layout_->units()[u];
+    auto values = unit_values_fp32(u);
+    comm_->broadcast(values, 0)->wait();
+    if (stage_ == 0) {
+      if (!master_is_params_) master_.narrow(0, unit.offset, unit.padded_numel).copy_(values);
+    } else {
+      master_.narrow(0, unit.shard_offset, unit.shard_size)
+          .copy_(values.narrow(0, rank * unit.shard_size, unit.shard_size));
+    }
+    if (gatherer_) {
+      gatherer_->fill_unit(u, values.to(compute_dtype_));
+    } else {
+      params_->range(unit.offset, unit.padded_numel).copy_(values);
+      if (stage_ >= 1 && !shard_space_.is_same(master_)) {
+        shard_space_.narrow(0, unit.shard_offset, unit.shard_size)
+            .copy_(values.narrow(0, rank * unit.shard_size, unit.shard_size));
       }
     }
-    comm_->broadcast(fp32.flat(), 0)->wait();
-    master_ =
-        host_fp32_like(fp32.range(opt_offset_, opt_numel), offload_device_, offload.pin_memory);
-    master_owned_ = true;
-    params_ = std::make_unique<partition::FlatBuffer>(*layout_, compute_dtype_, compute_device_);
-    params_->adopt_parameters(module_params_);
-    params_->flat().copy_(fp32.flat());  // rank 0's values, rounded to nearest even
-    if (!compute_device_.is_cpu()) {
-      // The optimizer runs on the host: its 16-bit copy-out lands here, then moves.
-      auto opts = torch::TensorOptions().dtype(compute_dtype_).pinned_memory(offload.pin_memory);
-      out16_ = torch::empty({opt_numel}, opts);
-    }
   }
+  if (params_) params_->bind_parameters(trainable_);
+  if (gatherer_) gatherer_->bind_parameters(trainable_);
+}
 
+void ZeroEngine::setup_reducer() {
   GradReducerOptions ro;
-  ro.mode = mode;
+  ro.mode = grad_mode_for_stage(stage_);
   ro.bucket_elems = config_.zero.reduce_bucket_size;
+  ro.unit_buckets = stage_ == 3;
   ro.overlap = config_.zero.overlap_comm;
   ro.shard_device = offload_device_;
-  ro.pin_memory = offload.pin_memory;
-  reducer_ = std::make_unique<GradReducer>(*layout_, module_params_, comm_, ro);
-  optimizer_ = optim::make_shard_optimizer(config_.optimizer, static_cast<size_t>(opt_numel),
-                                           options_.optimizer_backend, options_.optimizer_threads);
-  if (config_.fp16.enabled) scaler_ = std::make_unique<LossScaler>(config_.fp16);
-  dpu_ = offload_ && offload.delayed_param_update;
-  if (dpu_) {
-    ZOFF_CHECK(master_owned_, "delayed parameter update needs an owned master copy");
-    dpu_grads_ = torch::empty({opt_numel}, master_.options());
-    dpu_out_ = torch::empty(
-        {opt_numel}, torch::TensorOptions().dtype(
-                         compute_dtype_ == torch::kFloat32 ? torch::kFloat32 : compute_dtype_));
+  ro.pin_memory = config_.zero.offload_optimizer.pin_memory;
+  if (gatherer_) {
+    UnitGatherer* g = gatherer_.get();
+    ro.on_unit_done = [g](size_t u) { g->unit_backward_done(u); };
   }
+  reducer_ = std::make_unique<GradReducer>(*layout_, trainable_, comm_, ro);
 }
 
-ZeroEngine::~ZeroEngine() {
-  if (pending_update_.valid()) pending_update_.wait();
+void ZeroEngine::setup_delayed_update() {
+  dpu_ = offload_ && config_.zero.offload_optimizer.delayed_param_update;
+  if (!dpu_) return;
+  ZOFF_CHECK(!master_is_params_, "delayed parameter update needs an owned master copy");
+  dpu_grads_ = torch::empty({master_.numel()}, master_.options());
+  dpu_out_ = torch::empty({master_.numel()}, torch::TensorOptions().dtype(compute_dtype_));
 }
 
-void ZeroEngine::launch_delayed_update(const torch::Tensor& grads, double lr) {
-  // The update reads its own copy of the gradients (the reducer's buffer is refilled by
-  // the next backward) and writes the new 16-bit values aside (the module reads the
-  // current ones meanwhile). synchronize() brings them in.
-  dpu_grads_.copy_(grads);
-  pending_update_ = std::async(std::launch::async, [this, lr] {
-    update_master(dpu_grads_, lr, dpu_out_);
-    if (compute_dtype_ == torch::kFloat32) dpu_out_.copy_(master_);
-  });
-}
-
-// One fused optimizer pass over the master shard; with 16-bit compute it also writes the
-// rounded parameters into `out16` (numel 16-bit elements) in the same pass.
-void ZeroEngine::update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16) {
-  optim::CopyOut copy_out = optim::CopyOut::kNone;
-  uint16_t* out = nullptr;
-  if (compute_dtype_ != torch::kFloat32) {
-    copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
-    out = reinterpret_cast<uint16_t*>(out16.data_ptr());
-  }
-  optimizer_->step(master_.data_ptr<float>(), grads.data_ptr<float>(), lr, copy_out, out);
-}
-
-void ZeroEngine::synchronize() {
-  if (!pending_update_.valid()) return;
-  torch::NoGradGuard no_grad;
-  pending_update_.get();  // rethrows what the update threw
-  params_->range(opt_offset_, master_.numel()).copy_(dpu_out_, /*non_blocking=*/true);
-  if (config_.zero.stage > 0) all_gather_params();
-}
+torch::Tensor ZeroEngine::flat_params() const { return params_ ? params_->flat() : shard_space_; }
 
 void ZeroEngine::backward(const torch::Tensor& loss) {
   ZOFF_CHECK_ARG(loss.numel() == 1, "engine.backward: loss has ", loss.numel(),
@@ -170,6 +203,7 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
       " times before step(); gradient_accumulation_steps = ", config_.gradient_accumulation_steps);
   const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
   reducer_->begin_backward(boundary);
+  if (gatherer_) gatherer_->begin_backward();
   try {
     // Micro-batch losses are means over their micro-batch; the step's gradient is their
     // mean over the accumulation (and, after reduction, over ranks).
@@ -180,10 +214,12 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
       (loss / accum).backward();
     }
   } catch (...) {
-    reducer_->end_backward();
+    reducer_->abort_backward();
+    if (gatherer_) gatherer_->end_backward();
     throw;
   }
   reducer_->end_backward();
+  if (gatherer_) gatherer_->end_backward();
   ++micro_;
 }
 
@@ -192,6 +228,38 @@ bool ZeroEngine::any_overflow(const torch::Tensor& grads) {
   auto flag = torch::isfinite(grads).all().logical_not().to(torch::kFloat64).reshape({1});
   if (comm_->size() > 1) comm_->all_reduce_sum(flag)->wait();
   return flag.item<double>() > 0.0;
+}
+
+// fp16: an overflow skips the step on every rank (and halves the scale); else unscales.
+bool ZeroEngine::skip_overflowed_step(const torch::Tensor& grads, StepStats* stats) {
+  stats->loss_scale = scaler_->scale();
+  if (!any_overflow(grads)) {
+    grads.mul_(1.0 / (static_cast<double>(comm_->size()) * scaler_->scale()));
+    return false;
+  }
+  stats->skipped = true;
+  stats->lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
+  stats->grad_norm = std::numeric_limits<double>::infinity();
+  scaler_->update(/*overflow=*/true, step_ + 1);  // throws at the minimum scale
+  reducer_->zero_grads();
+  micro_ = 0;
+  stats->step = ++step_;
+  return true;
+}
+
+void ZeroEngine::clip_and_measure(const torch::Tensor& grads, StepStats* stats) {
+  // Global gradient norm: the shards are disjoint, so the squares add up across ranks.
+  auto sq = grads.square().sum(0, /*keepdim=*/true).to(torch::kFloat64);
+  if (stage_ > 0 && comm_->size() > 1) comm_->all_reduce_sum(sq)->wait();
+  stats->grad_norm = std::sqrt(sq.item<double>());
+  if (config_.gradient_clipping > 0.0) {
+    // Same rule as torch::nn::utils::clip_grad_norm_.
+    const double coef = config_.gradient_clipping / (stats->grad_norm + 1e-6);
+    if (coef < 1.0) {
+      grads.mul_(coef);
+      stats->clipped = true;
+    }
+  }
 }
 
 StepStats ZeroEngine::step() {
@@ -205,140 +273,117 @@ StepStats ZeroEngine::step() {
   synchronize();
   auto grads = reducer_->reduced_grads();
   if (scaler_) {
-    stats.loss_scale = scaler_->scale();
-    if (any_overflow(grads)) {
-      stats.skipped = true;
-      stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
-      stats.grad_norm = std::numeric_limits<double>::infinity();
-      scaler_->update(/*overflow=*/true, step_ + 1);  // throws at the minimum scale
-      reducer_->zero_grads();
-      micro_ = 0;
-      stats.step = ++step_;
-      return stats;
-    }
-    grads.mul_(1.0 / (static_cast<double>(comm_->size()) * scaler_->scale()));
+    if (skip_overflowed_step(grads, &stats)) return stats;
   } else if (comm_->size() > 1) {
     grads.div_(static_cast<double>(comm_->size()));
   }
-
-  // Global gradient norm: the shards are disjoint, so the squares add up across ranks.
-  auto sq = grads.square().sum(0, /*keepdim=*/true).to(torch::kFloat64);
-  if (config_.zero.stage > 0 && comm_->size() > 1) comm_->all_reduce_sum(sq)->wait();
-  stats.grad_norm = std::sqrt(sq.item<double>());
-  if (config_.gradient_clipping > 0.0) {
-    // Same rule as torch::nn::utils::clip_grad_norm_.
-    const double coef = config_.gradient_clipping / (stats.grad_norm + 1e-6);
-    if (coef < 1.0) {
-      grads.mul_(coef);
-      stats.clipped = true;
-    }
-  }
-
+  clip_and_measure(grads, &stats);
   stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
   if (dpu_ && step_ >= config_.zero.offload_optimizer.dpu_warmup_steps) {
     launch_delayed_update(grads, stats.lr);
   } else {
-    auto target = out16_.defined() ? out16_ : params_->range(opt_offset_, master_.numel());
-    update_master(grads, stats.lr, target);
-    write_compute_shard();
-    if (config_.zero.stage > 0) all_gather_params();
+    update_master(grads, stats.lr, copy_out_target());
+    publish_params();
   }
   if (scaler_) scaler_->update(/*overflow=*/false, step_ + 1);
-  reducer_->zero_grads();
-  micro_ = 0;
+  finish_step();
   ++applied_;
   stats.step = ++step_;
   return stats;
 }
 
-// Brings the updated master into the compute parameters where the fused copy-out did not.
-void ZeroEngine::write_compute_shard() {
-  auto region = params_->range(opt_offset_, master_.numel());
-  if (compute_dtype_ == torch::kFloat32) {
-    if (master_owned_) region.copy_(master_, /*non_blocking=*/true);
-  } else if (out16_.defined()) {
-    region.copy_(out16_, /*non_blocking=*/true);
-  }
+void ZeroEngine::finish_step() {
+  replicated_->broadcast_buffers();
+  reducer_->zero_grads();
+  micro_ = 0;
 }
 
-void ZeroEngine::all_gather_params() {
-  if (comm_->size() == 1) return;
+// Where the fused pass writes the 16-bit copy of the updated master.
+torch::Tensor ZeroEngine::copy_out_target() const {
+  if (compute_dtype_ == torch::kFloat32) return torch::Tensor();
+  return stage_ == 0 ? params_->flat() : shard_space_;
+}
+
+// One fused optimizer pass over the master; with 16-bit compute it also writes the
+// rounded parameters into `out16` (master_.numel() 16-bit elements) in the same pass.
+void ZeroEngine::update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16) {
+  optim::CopyOut copy_out = optim::CopyOut::kNone;
+  uint16_t* out = nullptr;
+  if (compute_dtype_ != torch::kFloat32) {
+    copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
+    out = reinterpret_cast<uint16_t*>(out16.data_ptr());
+  }
+  optimizer_->step(master_.data_ptr<float>(), grads.data_ptr<float>(), lr, copy_out, out);
+}
+
+void ZeroEngine::launch_delayed_update(const torch::Tensor& grads, double lr) {
+  // The update reads its own copy of the gradients (the reducer's buffer is refilled by
+  // the next backward) and writes the new 16-bit values aside (the module reads the
+  // current ones meanwhile). synchronize() brings them in.
+  dpu_grads_.copy_(grads);
+  pending_update_ = std::async(std::launch::async, [this, lr] {
+    update_master(dpu_grads_, lr, dpu_out_);
+    if (compute_dtype_ == torch::kFloat32) dpu_out_.copy_(master_);
+  });
+}
+
+void ZeroEngine::synchronize() {
+  if (!pending_update_.valid()) return;
   torch::NoGradGuard no_grad;
-  // Gather in chunks of at most allgather_bucket_size elements in total: chunk c takes the
-  // same sub-range of every rank's shard, so each rank's piece stays contiguous.
-  const int64_t world = comm_->size();
-  const int64_t per_rank = std::max<int64_t>(1, config_.zero.allgather_bucket_size / world);
-  auto flat = params_->flat();
-  for (int64_t start = 0; start < shard_.size; start += per_rank) {
-    const int64_t n = std::min(per_rank, shard_.size - start);
-    auto input = flat.narrow(0, shard_.offset + start, n);
-    if (n == shard_.size) {
-      // One chunk: the ranks' shards are adjacent in the flat buffer, gather in place.
-      comm_->all_gather(input, flat)->wait();
-      return;
-    }
-    auto output = torch::empty({n * world}, flat.options());
-    comm_->all_gather(input, output)->wait();
-    for (int64_t r = 0; r < world; ++r) {
-      flat.narrow(0, r * shard_.size + start, n).copy_(output.narrow(0, r * n, n));
-    }
-  }
+  pending_update_.get();  // rethrows what the update threw
+  (stage_ == 0 ? params_->flat() : shard_space_).copy_(dpu_out_);
+  publish_params();
 }
 
-torch::Tensor ZeroEngine::master_shard() {
-  ZOFF_CHECK(!pending_update_.valid(),
-             "master_shard() during a delayed update: synchronize() first");
-  return master_.narrow(0, shard_.offset - opt_offset_, shard_.size);
-}
-
-std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::optimizer_state_shard() {
-  ZOFF_CHECK(!pending_update_.valid(),
-             "optimizer_state_shard() during a delayed update: synchronize() first");
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  // Stage 0's optimizer spans the whole padded buffer: hand out this rank's range of it.
-  const int64_t numel = static_cast<int64_t>(optimizer_->numel());
-  for (auto& [name, ptr] : optimizer_->state_buffers()) {
-    auto whole = torch::from_blob(ptr, {numel}, torch::kFloat32);
-    out.emplace_back(name, whole.narrow(0, shard_.offset - opt_offset_, shard_.size));
-  }
-  return out;
-}
-
-void ZeroEngine::restore_from_shards(int64_t step, int64_t applied_steps) {
+// Brings this rank's updated shard into the parameters the model computes with.
+void ZeroEngine::publish_params() {
   torch::NoGradGuard no_grad;
-  if (config_.zero.stage == 0 && comm_->size() > 1) {
-    // Every rank of stage 0 holds the whole master and optimizer state: gather them.
-    auto gather = [&](torch::Tensor whole) {
-      auto mine = whole.narrow(0, shard_.offset, shard_.size).clone();
-      comm_->all_gather(mine, whole)->wait();
-    };
-    const int64_t numel = static_cast<int64_t>(optimizer_->numel());
-    for (auto& [name, ptr] : optimizer_->state_buffers()) {
-      gather(torch::from_blob(ptr, {numel}, torch::kFloat32));
-    }
-    if (master_owned_) gather(master_);
+  const bool fp32 = compute_dtype_ == torch::kFloat32;
+  if (stage_ == 0) {
+    if (fp32 && !master_is_params_) params_->flat().copy_(master_, /*non_blocking=*/true);
+    return;
   }
-  if (compute_dtype_ == torch::kFloat32) {
-    write_compute_shard();
+  if (fp32 && !shard_space_.is_same(master_)) shard_space_.copy_(master_, /*non_blocking=*/true);
+  if (gatherer_) {
+    gatherer_->refresh_whole_units();
   } else {
-    params_->range(opt_offset_, master_.numel()).copy_(master_);
+    all_gather_units();
   }
-  all_gather_params();
-  ZOFF_CHECK(!pending_update_.valid(), "restore_from_shards during a delayed update");
-  step_ = step;
-  applied_ = applied_steps < 0 ? step : applied_steps;
-  optimizer_->set_step_count(applied_);
+}
+
+// Stages 1, 2: every unit's pieces from every rank into the whole parameters. All
+// gathers are issued before the first wait, so Gloo pipelines them.
+void ZeroEngine::all_gather_units() {
+  std::vector<dist::WorkPtr> works;
+  for (size_t u : layout_->buffer_order()) {
+    const auto& unit = layout_->units()[u];
+    works.push_back(comm_->all_gather(shard_space_.narrow(0, unit.shard_offset, unit.shard_size),
+                                      params_->range(unit.offset, unit.padded_numel)));
+  }
+  for (auto& w : works) w->wait();
 }
 
 MemoryStats ZeroEngine::memory() const {
   MemoryStats m;
-  m.compute.params = params_->bytes();
+  const size_t shard16 = static_cast<size_t>(shard_space_.numel()) * shard_space_.element_size();
+  const bool shard_is_master = shard_space_.defined() && shard_space_.is_same(master_);
+  if (params_) {
+    m.compute.params = params_->bytes();
+    // Stages 1, 2: the 16-bit shard is the all-gather's send buffer.
+    if (shard_space_.defined() && !shard_is_master) m.compute.buffers += shard16;
+  } else {
+    m.compute.params = shard16 + gatherer_->whole_bytes();
+    m.live_unit_bytes = gatherer_->whole_bytes();
+    m.peak_live_bytes =
+        static_cast<size_t>(gatherer_->peak_live_elems()) * shard_space_.element_size();
+  }
+  m.compute.params += replicated_->frozen_bytes();
   m.compute.grads = reducer_->full_grad_bytes();
-  m.compute.buffers =
-      reducer_->buffer_bytes() + (out16_.defined() ? static_cast<size_t>(out16_.numel()) * 2 : 0);
+  m.compute.buffers += reducer_->buffer_bytes() + replicated_->buffer_bytes();
   TierBytes& tier = offload_ ? m.offload : m.compute;
   tier.grads += reducer_->shard_grad_bytes();
-  tier.master = master_owned_ ? static_cast<size_t>(master_.numel()) * sizeof(float) : 0;
+  const bool master_counted = master_is_params_;  // counted as the parameters
+  tier.master = master_counted ? 0 : static_cast<size_t>(master_.numel()) * sizeof(float);
   tier.optim = optimizer_->state_bytes();
   return m;
 }

@@ -2,6 +2,7 @@
 #include "zoff/models/fashion_cnn.h"
 
 #include "zoff/core/error.h"
+#include "zoff/unit/unit_call.h"
 
 namespace zoff::models {
 
@@ -40,11 +41,14 @@ torch::Tensor FashionCnnImpl::forward(const torch::Tensor& x) {
   ZOFF_CHECK_ARG(
       x.dim() == 4 && x.size(1) == 1 && x.size(2) == kImageSide && x.size(3) == kImageSide,
       "cnn: input must be [B, 1, 28, 28], got ", x.sizes());
-  torch::Tensor h = torch::max_pool2d(torch::relu(norm1(conv1(x))), 2);  // [B, c1, 14, 14]
-  h = torch::max_pool2d(torch::relu(norm2(conv2(h))), 2);                // [B, c2, 7, 7]
-  h = torch::relu(fc1(h.flatten(1)));                                    // [B, hidden]
+  // Each unit_forward marks a ZeRO stage-3 unit (a no-op without an engine).
+  using zoff::unit_forward;
+  torch::Tensor h = unit_forward(norm1, unit_forward(conv1, x));
+  h = torch::max_pool2d(torch::relu(h), 2);  // [B, c1, 14, 14]
+  h = torch::max_pool2d(torch::relu(unit_forward(norm2, unit_forward(conv2, h))), 2);  // [B, c2, 7, 7]
+  h = torch::relu(unit_forward(fc1, h.flatten(1)));  // [B, hidden]
   if (options_.dropout() > 0.0) h = torch::dropout(h, options_.dropout(), is_training());
-  return fc2(h);
+  return unit_forward(fc2, h);
 }
 
 }  // namespace zoff::models

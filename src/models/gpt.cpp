@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "zoff/core/error.h"
+#include "zoff/unit/activation_checkpoint.h"
+#include "zoff/unit/unit_call.h"
 
 namespace zoff::models {
 
@@ -93,10 +95,19 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
   ZOFF_CHECK_ARG(T >= 1 && T <= config_.block_size, "gpt: sequence length ", T,
                  " must be in [1, block_size = ", config_.block_size, "]");
   const torch::Tensor pos = torch::arange(T, idx.options());  // [T]
-  torch::Tensor x = maybe_dropout(wte(idx) + wpe(pos), config_.dropout, is_training());
-  for (const auto& block : *blocks) x = block->as<GptBlockImpl>()->forward(x);
-  // Tied head: logits = ln_f(x) @ wte^T, read from the registered weight at every call.
-  return torch::matmul(ln_f(x), wte->weight.t());  // [B, T, V]
+  // Each with_unit / unit_forward marks a ZeRO stage-3 unit (a no-op without an engine).
+  const torch::Tensor tok = zoff::with_unit(*wte, [&] { return wte(idx); });  // [B, T, C]
+  torch::Tensor x = tok + zoff::with_unit(*wpe, [&] { return wpe(pos); });
+  x = maybe_dropout(x, config_.dropout, is_training());
+  for (const auto& block : *blocks) {
+    auto run = [block](const torch::Tensor& h) {
+      return zoff::with_unit(*block, [&] { return block->as<GptBlockImpl>()->forward(h); });
+    };
+    x = activation_checkpointing_ ? zoff::checkpoint(run, x) : run(x);
+  }
+  x = zoff::unit_forward(ln_f, x);
+  // Tied head: logits = x @ wte^T, read from the registered weight at every call.
+  return zoff::with_unit(*wte, [&] { return torch::matmul(x, wte->weight.t()); });  // [B, T, V]
 }
 
 torch::Tensor gpt_loss(const torch::Tensor& logits, const torch::Tensor& targets) {

@@ -2,6 +2,7 @@
 #include "zoff/models/mlp.h"
 
 #include "zoff/core/error.h"
+#include "zoff/unit/unit_call.h"
 
 namespace zoff::models {
 
@@ -29,7 +30,8 @@ MlpImpl::MlpImpl(const MlpOptions& options) : options_(options) {
 torch::Tensor MlpImpl::forward(torch::Tensor x) {
   const size_t last = layers->size() - 1;
   for (size_t i = 0; i < layers->size(); ++i) {
-    x = layers[i]->as<torch::nn::LinearImpl>()->forward(x);
+    auto* linear = layers[i]->as<torch::nn::LinearImpl>();
+    x = zoff::with_unit(*linear, [&] { return linear->forward(x); });  // one stage-3 unit
     if (i == last) break;
     x = gelu_ ? torch::gelu(x) : torch::relu(x);
     if (options_.dropout() > 0.0) x = torch::dropout(x, options_.dropout(), is_training());

@@ -5,19 +5,19 @@
 
 namespace zoff::partition {
 
-FlatBuffer::FlatBuffer(const FlatLayout& layout, torch::ScalarType dtype, torch::Device device)
-    : layout_(&layout),
-      flat_(torch::zeros({layout.padded_numel()},
-                         torch::TensorOptions().dtype(dtype).device(device))) {}
+FlatBuffer::FlatBuffer(const std::vector<ParamSlot>& slots, int64_t padded_numel,
+                       torch::ScalarType dtype, torch::Device device)
+    : slots_(&slots),
+      flat_(torch::zeros({padded_numel}, torch::TensorOptions().dtype(dtype).device(device))) {}
 
 torch::Tensor FlatBuffer::view(size_t slot) const {
-  const auto& s = layout_->slots().at(slot);
+  const auto& s = slots_->at(slot);
   return flat_.narrow(0, s.offset, s.numel).view(s.shape);
 }
 
 void FlatBuffer::adopt_parameters(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard no_grad;
-  const auto& slots = layout_->slots();
+  const auto& slots = *slots_;
   for (size_t i = 0; i < slots.size(); ++i) {
     const auto& slot = slots[i];
     ZOFF_CHECK(slot.module_index < params.size(), "parameter list changed size");
@@ -29,8 +29,17 @@ void FlatBuffer::adopt_parameters(const std::vector<torch::Tensor>& params) {
   }
 }
 
+void FlatBuffer::bind_parameters(const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  const auto& slots = *slots_;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    ZOFF_CHECK(slots[i].module_index < params.size(), "parameter list changed size");
+    params[slots[i].module_index].set_data(view(i));
+  }
+}
+
 void FlatBuffer::bind_as_grads(const std::vector<torch::Tensor>& params) {
-  const auto& slots = layout_->slots();
+  const auto& slots = *slots_;
   for (size_t i = 0; i < slots.size(); ++i) {
     auto param = params[slots[i].module_index];
     param.mutable_grad() = view(i);

@@ -1,4 +1,4 @@
-// FlatLayout: reverse-registration-order packing, equal shards, greedy buckets.
+// FlatLayout: reverse-registration-order packing and equal shards.
 #include "zoff/partition/flat_layout.h"
 
 #include <algorithm>
@@ -32,33 +32,6 @@ Shard FlatLayout::shard(int rank) const {
   ZOFF_CHECK(rank >= 0 && rank < world_size_, "rank ", rank, " outside world of ", world_size_);
   const int64_t size = shard_size();
   return Shard{rank * size, size};
-}
-
-std::vector<Bucket> FlatLayout::buckets(int64_t bucket_elems) const {
-  ZOFF_CHECK_ARG(bucket_elems > 0, "bucket size ", bucket_elems, " must be > 0 elements");
-  std::vector<Bucket> out;
-  Bucket current;
-  auto close = [&](int64_t end) {
-    current.size = end - current.offset;
-    current.pieces.assign(static_cast<size_t>(world_size_), 0);
-    for (int r = 0; r < world_size_; ++r) {
-      const Shard s = shard(r);
-      const int64_t lo = std::max(s.offset, current.offset);
-      const int64_t hi = std::min(s.end(), end);
-      current.pieces[static_cast<size_t>(r)] = std::max<int64_t>(0, hi - lo);
-    }
-    out.push_back(current);
-    current = Bucket{};
-    current.offset = end;
-  };
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const auto& slot = slots_[i];
-    const int64_t filled = slot.offset - current.offset;
-    if (!current.slots.empty() && filled + slot.numel > bucket_elems) close(slot.offset);
-    current.slots.push_back(i);
-  }
-  close(padded_numel_);
-  return out;
 }
 
 }  // namespace zoff::partition

@@ -46,10 +46,11 @@ class MlpTask : public Task {
 // Byte-level language model on the text of Debian's fortunes.
 class GptTask : public Task {
  public:
-  GptTask(const std::string& preset, uint64_t /*seed*/) {
+  GptTask(const std::string& preset, bool activation_checkpointing) {
     auto cfg = models::gpt_preset(preset.empty() ? "tiny" : preset);
     split_ = data::load_fortunes(data::kFortunesDefaultDir, cfg.block_size);
     model_ = models::Gpt(cfg);
+    model_->set_activation_checkpointing(activation_checkpointing);
   }
   std::string name() const override { return "gpt"; }
   std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
@@ -127,7 +128,11 @@ class CnnTask : public Task {
 std::unique_ptr<Task> make_task(const TaskOptions& options) {
   torch::manual_seed(options.seed);
   if (options.model == "mlp") return std::make_unique<MlpTask>(options.preset, options.seed);
-  if (options.model == "gpt") return std::make_unique<GptTask>(options.preset, options.seed);
+  if (options.model == "gpt") {
+    return std::make_unique<GptTask>(options.preset, options.activation_checkpointing);
+  }
+  ZOFF_CHECK_ARG(!options.activation_checkpointing, "activation checkpointing: model '",
+                 options.model, "' has no blocks to checkpoint (gpt has)");
   if (options.model == "cnn") return std::make_unique<CnnTask>(options.preset, options.seed);
   throw UsageError("unknown model '" + options.model + "' (valid: " + kTaskModels + ")");
 }

@@ -11,6 +11,7 @@
 #include "zoff/config/config.h"
 #include "zoff/dist/free_port.h"
 #include "zoff/dist/world.h"
+#include "zoff/unit/unit_call.h"
 
 namespace zoff::engine::testing {
 
@@ -19,20 +20,28 @@ namespace zoff::engine::testing {
 constexpr double kLossRelTol = 1e-5;
 constexpr double kParamRelTol = 1e-5;
 
+// Three units (fc1, fc2, fc3), marked for stage 3 with zoff::unit_forward, unless `plain`
+// (then stage 3 keeps every unit whole: correct, no parameter memory saved).
 struct TinyMlpImpl : torch::nn::Module {
-  TinyMlpImpl() {
+  explicit TinyMlpImpl(bool plain = false) : plain_(plain) {
     fc1 = register_module("fc1", torch::nn::Linear(8, 13));
     fc2 = register_module("fc2", torch::nn::Linear(13, 7));
     fc3 = register_module("fc3", torch::nn::Linear(7, 4));
   }
-  torch::Tensor forward(torch::Tensor x) { return fc3(torch::tanh(fc2(torch::tanh(fc1(x))))); }
+  torch::Tensor forward(torch::Tensor x) {
+    if (plain_) return fc3(torch::tanh(fc2(torch::tanh(fc1(x)))));
+    x = torch::tanh(zoff::unit_forward(fc1, x));
+    x = torch::tanh(zoff::unit_forward(fc2, x));
+    return zoff::unit_forward(fc3, x);
+  }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+  bool plain_;
 };
 TORCH_MODULE(TinyMlp);
 
-inline TinyMlp make_model(uint64_t seed) {
+inline TinyMlp make_model(uint64_t seed, bool plain = false) {
   torch::manual_seed(seed);
-  return TinyMlp();
+  return TinyMlp(plain);
 }
 
 // Global batch of `global` samples for `step`, the same whatever the world size.
@@ -54,6 +63,9 @@ inline config::Config base_config(int stage, int world, int64_t global, int64_t 
   c.zero.stage = stage;
   c.zero.reduce_bucket_size = 50;  // many buckets, some straddling shard boundaries
   c.zero.allgather_bucket_size = 30;
+  // Stage 3: every unit of these tiny models is released after use and prefetched.
+  c.zero.stage3_param_persistence_threshold = 0;
+  c.zero.stage3_prefetch_bucket_size = 200;
   return c;
 }
 

@@ -32,6 +32,16 @@ torch::Tensor flatten_params(torch::nn::Module& m) {
   return torch::cat(parts);
 }
 
+// The engine's parameters in module order; at stage 3 read through a unit gather.
+torch::Tensor whole_params(ZeroEngine& engine, torch::nn::Module& m) {
+  torch::Tensor out;
+  zoff::with_unit(m, [&] {
+    out = flatten_params(m);
+    return out;
+  });
+  return out;
+}
+
 // Plain LibTorch: the whole global batch at once, torch::optim::AdamW, clip_grad_norm_.
 Trace run_reference(const config::Config& cfg) {
   auto model = make_model(kSeed);
@@ -59,10 +69,11 @@ Trace run_reference(const config::Config& cfg) {
   return t;
 }
 
-Trace run_engine(const config::Config& cfg, int world, optim::OptimizerBackend backend) {
+Trace run_engine(const config::Config& cfg, int world, optim::OptimizerBackend backend,
+                 bool plain = false) {
   std::vector<Trace> traces(static_cast<size_t>(world));
   std::vector<testing::TinyMlp> models;
-  for (int r = 0; r < world; ++r) models.push_back(make_model(kSeed));
+  for (int r = 0; r < world; ++r) models.push_back(make_model(kSeed, plain));
   testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
     auto model = models[static_cast<size_t>(rank)];
     EngineOptions opts;
@@ -86,7 +97,8 @@ Trace run_engine(const config::Config& cfg, int world, optim::OptimizerBackend b
       trace.losses.push_back(mean.item<double>() / world);
       trace.grad_norms.push_back(stats.grad_norm);
     }
-    trace.final_params = flatten_params(*model);
+    engine.synchronize();
+    trace.final_params = whole_params(engine, *model);
   });
   for (int r = 1; r < world; ++r) {
     EXPECT_TRUE(torch::equal(traces[0].final_params, traces[static_cast<size_t>(r)].final_params))
@@ -131,12 +143,46 @@ TEST_P(EngineMatchesLibTorch, AdamWWithAccumulationClippingAndWarmup) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, EngineMatchesLibTorch,
-                         ::testing::Combine(::testing::Values(0, 1, 2),
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3),
                                             ::testing::Values(1, 2, 3)));
 
+TEST(ZeroEngine, Stage3WithoutMarkedUnitsKeepsThemWholeAndStaysExact) {
+  auto cfg = base_config(3, 2, kGlobal, /*accum=*/2);
+  const auto ref = run_reference(cfg);
+  expect_matches(run_engine(cfg, 2, optim::OptimizerBackend::kFused, /*plain=*/true), ref,
+                 "stage 3 unmarked world 2");
+}
+
+TEST(ZeroEngine, Stage3ReleasesUnitsAfterUseAndBoundsTheLiveParameters) {
+  const int world = 2;
+  auto cfg = base_config(3, world, kGlobal, 1);
+  // fc1 (117 elements, 118 padded) + fc2 (98) + fc3 (32): at most 120 live, plus one unit.
+  cfg.zero.stage3_max_live_parameters = 120;
+  std::vector<testing::TinyMlp> models{make_model(1), make_model(1)};
+  testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+    auto model = models[static_cast<size_t>(rank)];
+    ZeroEngine engine(model.ptr(), cfg, comm);
+    const auto* g = engine.gatherer();
+    ASSERT_NE(g, nullptr);
+    for (int s = 0; s < 3; ++s) {
+      auto [x, y] = global_batch(s, kGlobal);
+      engine.backward(torch::mse_loss(model(x.narrow(0, rank * 6, 6)), y.narrow(0, rank * 6, 6)));
+      for (size_t u = 0; u < 3; ++u) {
+        EXPECT_EQ(g->state(u), UnitGatherer::State::kReleased) << "unit " << u << " step " << s;
+      }
+      engine.step();
+    }
+    // Step 1 starts with every unit whole (recording); from then on the bound holds.
+    EXPECT_EQ(engine.memory().live_unit_bytes, 0u);
+    EXPECT_THROW(model->fc1->weight.sum().item<float>(), c10::Error);  // released: no data
+  });
+}
+
 TEST(ZeroEngine, MemoryFollowsTheStageTable) {
-  // fp32 table: stage 0: 4 + 4 + 8 psi; 1: 4 + 4 + 8 psi / N; 2: 4 + (4 + 8) psi / N.
-  for (int stage : {0, 1, 2}) {
+  // fp32 table: stage 0: 4 + 4 + 8 psi; 1: 4 + 4 + 8 psi / N; 2: 4 + (4 + 8) psi / N;
+  // 3: (4 + 4 + 8) psi / N. Stages 1 and 2 also hold an fp32 master shard (4 psi / N): the
+  // optimizer updates one contiguous shard space, which the whole parameters are not.
+  for (int stage : {0, 1, 2, 3}) {
     const int world = 2;
     auto cfg = base_config(stage, world, kGlobal, 1);
     std::vector<testing::TinyMlp> models{make_model(1), make_model(1)};
@@ -144,16 +190,36 @@ TEST(ZeroEngine, MemoryFollowsTheStageTable) {
       auto model = models[static_cast<size_t>(rank)];
       ZeroEngine engine(model.ptr(), cfg, comm);
       const auto padded = static_cast<size_t>(engine.layout().padded_numel());
-      auto m = engine.memory();
-      EXPECT_EQ(m.params(), 4 * padded);
-      EXPECT_EQ(m.grads(), stage == 2 ? 4 * padded / world : 4 * padded);
       auto [x, y] = global_batch(0, kGlobal);
       engine.backward(torch::mse_loss(model(x), y));
       engine.step();
-      m = engine.memory();
-      EXPECT_EQ(m.optim(), stage == 0 ? 8 * padded : 8 * padded / world);
+      const auto m = engine.memory();
+      EXPECT_EQ(m.params(), stage == 3 ? 4 * padded / world : 4 * padded) << "stage " << stage;
+      EXPECT_EQ(m.grads(), stage >= 2 ? 4 * padded / world : 4 * padded) << "stage " << stage;
+      const size_t states = stage == 0 ? 8 * padded : 8 * padded / world;
+      const size_t master = stage == 1 || stage == 2 ? 4 * padded / world : 0;
+      EXPECT_EQ(m.optim(), states + master) << "stage " << stage;
     });
   }
+}
+
+TEST(ZeroEngine, Stage3LivePeakStaysWithinTheCapPlusOneUnit) {
+  const int world = 2;
+  auto cfg = base_config(3, world, kGlobal, 1);
+  cfg.zero.stage3_max_live_parameters = 120;  // units: fc1 118, fc2 98, fc3 32 (padded)
+  std::vector<testing::TinyMlp> models{make_model(1), make_model(1)};
+  testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+    auto model = models[static_cast<size_t>(rank)];
+    ZeroEngine engine(model.ptr(), cfg, comm);
+    for (int s = 0; s < 4; ++s) {
+      auto [x, y] = global_batch(s, kGlobal);
+      engine.backward(torch::mse_loss(model(x.narrow(0, rank * 6, 6)), y.narrow(0, rank * 6, 6)));
+      engine.step();
+    }
+    const auto m = engine.memory();
+    EXPECT_GT(m.peak_live_bytes, 0u);
+    EXPECT_LE(m.peak_live_bytes, (120 + 118) * sizeof(float));
+  });
 }
 
 TEST(ZeroEngine, RejectsMisuse) {

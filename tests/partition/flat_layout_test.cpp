@@ -1,4 +1,4 @@
-// Tests of FlatLayout (packing, shards, buckets) and FlatBuffer (views, parameter adoption).
+// Tests of FlatLayout (packing, shards) and FlatBuffer (views, parameter adoption).
 #include "zoff/partition/flat_layout.h"
 
 #include <gtest/gtest.h>
@@ -33,39 +33,9 @@ TEST(FlatLayout, PacksInReverseOrderAndPadsToWorldSize) {
   EXPECT_EQ(layout.shard(3).size, 4);
 }
 
-TEST(FlatLayout, BucketPiecesCoverEachRankShardOnce) {
-  for (int world : {1, 2, 3, 5}) {
-    auto params = make_params({11, 1, 30, 4, 9, 2});
-    FlatLayout layout(params, world);
-    for (int64_t bucket_elems : {1, 8, 12, 40, 1000}) {
-      auto buckets = layout.buckets(bucket_elems);
-      std::vector<int64_t> per_rank(static_cast<size_t>(world), 0);
-      int64_t covered = 0;
-      size_t slots = 0;
-      for (const auto& b : buckets) {
-        EXPECT_EQ(b.offset, covered);
-        covered += b.size;
-        slots += b.slots.size();
-        int64_t sum = 0;
-        for (int r = 0; r < world; ++r) {
-          sum += b.pieces[static_cast<size_t>(r)];
-          per_rank[static_cast<size_t>(r)] += b.pieces[static_cast<size_t>(r)];
-        }
-        EXPECT_EQ(sum, b.size);
-      }
-      EXPECT_EQ(covered, layout.padded_numel());
-      EXPECT_EQ(slots, layout.slots().size());
-      for (int r = 0; r < world; ++r)
-        EXPECT_EQ(per_rank[static_cast<size_t>(r)], layout.shard_size());
-    }
-  }
-}
-
 TEST(FlatLayout, RejectsBadSizes) {
   auto params = make_params({3});
   EXPECT_THROW(FlatLayout(params, 0), UsageError);
-  FlatLayout layout(params, 2);
-  EXPECT_THROW(layout.buckets(0), UsageError);
   EXPECT_THROW(FlatLayout({}, 2), UsageError);
 }
 

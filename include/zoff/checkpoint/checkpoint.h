@@ -8,6 +8,7 @@
 
 #include "zoff/engine/zero_engine.h"
 #include "zoff/partition/flat_layout.h"
+#include "zoff/partition/model_layout.h"
 
 namespace zoff::checkpoint {
 
@@ -21,7 +22,8 @@ namespace zoff::checkpoint {
 // save_checkpoint writes <root>/step_<step>/ and then updates <root>/latest, a one-line
 // file naming the newest complete step directory. Both go through temporary names,
 // fsync and rename: a crash mid-save leaves no meta.json and the old `latest`.
-inline constexpr int kCheckpointFormatVersion = 1;
+// Version 2: parameters in units, each sharded across ranks (meta.json's layout.regions).
+inline constexpr int kCheckpointFormatVersion = 2;
 inline constexpr const char* kMetaFileName = "meta.json";
 inline constexpr const char* kLatestFileName = "latest";
 
@@ -58,6 +60,8 @@ struct CheckpointInfo {
   std::vector<partition::ParamSlot> slots;
   int64_t numel = 0;               // parameters (elements)
   int64_t padded_numel = 0;        // numel rounded up to a multiple of world_size
+  // How the flat buffer splits into the ranks' shard spaces (see partition::ShardRegion).
+  std::vector<partition::ShardRegion> regions;
   std::vector<uint8_t> rng_state;  // LibTorch's default CPU generator: rank 0's at save, this
                                    // rank's after load_checkpoint
   std::vector<RankFileEntry> files;

@@ -25,8 +25,9 @@ class CheckpointReader {
 
   const CheckpointInfo& info() const { return info_; }
 
-  // Elements [offset, offset + count) of the flat fp32 parameter buffer into `out`: rank r
-  // holds [r * S, (r + 1) * S) with S = shard_size, so a range may span several files.
+  // Elements [offset, offset + count) of the flat fp32 parameter buffer into `out`. Each
+  // layout region splits among the ranks (rank r holds its r-th piece, at the region's
+  // shard_offset of its file's master), so a range may span several files.
   void read_flat(int64_t offset, int64_t count, float* out) const;
 
   // One parameter as a new fp32 tensor of its shape (the only memory it allocates).

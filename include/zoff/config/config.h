@@ -32,13 +32,26 @@ struct OffloadConfig {
   std::string nvme_path;  // nvme only
 };
 
+// offload_param (stage 3): where each rank's parameter shards live. On a CPU-only machine
+// "cpu" is where they are anyway; "nvme" comes with the NVMe tier.
+struct OffloadParamConfig {
+  std::string device = "none";  // none | cpu
+  bool pin_memory = false;
+};
+
 struct ZeroConfig {
-  int stage = 0;                              // 0, 1, 2 (3 later)
+  int stage = 0;                              // 0, 1, 2, 3
   int64_t reduce_bucket_size = 500000000;     // elements
   int64_t allgather_bucket_size = 500000000;  // elements
   bool overlap_comm = true;
   bool contiguous_gradients = true;
   OffloadConfig offload_optimizer;
+  // Stage 3 (elements): units gathered ahead of use; the cap on whole parameters of
+  // units that are not persistent; units smaller than the threshold stay whole.
+  int64_t stage3_prefetch_bucket_size = 50000000;
+  int64_t stage3_max_live_parameters = 1000000000;
+  int64_t stage3_param_persistence_threshold = 100000;
+  OffloadParamConfig offload_param;
 };
 
 struct Fp16Config {
@@ -63,6 +76,9 @@ struct Config {
   ZeroConfig zero;
   bool bf16 = false;
   Fp16Config fp16;
+  // DeepSpeed's activation_checkpointing section: present = on. zoff recomputes each gpt
+  // block's forward in backward (also `zoff train --activation-checkpointing`).
+  bool activation_checkpointing = false;
   std::vector<std::string> warnings;  // unknown keys etc., to print once
   int world_size = 1;                 // the data-parallel world the batch triple was resolved for
 };
@@ -74,11 +90,13 @@ struct Config {
 //  - scheduler.params.warmup_max_lr defaults to optimizer.params.lr (DeepSpeed: 0.001).
 //  - optimizer type "Adam" is plain Adam (L2 weight decay) unless params.adam_w_mode is true;
 //    DeepSpeed's own default for adam_w_mode is true.
-//  - zero_optimization.stage 3 is refused (not implemented yet); offload needs stage >= 1.
+//  - offload_optimizer needs stage >= 1, offload_param stage 3; device "nvme" is refused
+//    for parameters (not implemented yet). DeepSpeed keys zoff does not use are accepted with
+//    a warning saying what zoff does instead.
 //  - duplicate keys in one object are an error (as in DeepSpeed), unknown keys a warning.
 // Per-optimizer defaults when a param is absent follow torch: lr 1e-3 (adam/adamw),
 // 1e-2 (adagrad), required (sgd); eps 1e-8, 1e-10 for adagrad. Any bad value throws
-// zoff::UsageError naming the key, e.g. "config: zero_optimization.stage = 7: must be 0, 1 or 2".
+// zoff::UsageError naming the key, e.g. "config: zero_optimization.stage = 7: must be 0, 1, 2 or 3".
 Config parse_config(const std::string& json_text, int world_size);
 // Reads and parses a file; a missing/unreadable file is a UsageError naming the path.
 Config load_config(const std::string& path, int world_size);

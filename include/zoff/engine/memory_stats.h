@@ -21,6 +21,11 @@ struct TierBytes {
 struct MemoryStats {
   TierBytes compute;  // the compute device
   TierBytes offload;  // the offload tier (host memory), empty without offload
+  // Stage 3: bytes of whole (gathered) units now, included in compute.params, and the most
+  // ever whole at once of units that are not persistent (bounded by
+  // stage3_max_live_parameters plus one unit).
+  size_t live_unit_bytes = 0;
+  size_t peak_live_bytes = 0;
   // The summary the logs report: params, grads, optim = master + optimizer states.
   size_t params() const { return compute.params + offload.params; }
   size_t grads() const { return compute.grads + offload.grads; }

@@ -13,9 +13,13 @@
 #include "zoff/engine/grad_reducer.h"
 #include "zoff/engine/loss_scaler.h"
 #include "zoff/engine/memory_stats.h"
+#include "zoff/engine/replicated_states.h"
+#include "zoff/engine/unit_gatherer.h"
+#include "zoff/engine/unit_plan.h"
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/partition/flat_buffer.h"
 #include "zoff/partition/flat_layout.h"
+#include "zoff/partition/model_layout.h"
 
 namespace zoff::engine {
 
@@ -38,19 +42,28 @@ struct StepStats {
 
 // The ZeRO-Offload data flow, per optimizer step:
 //   forward/backward in the compute dtype (fp32, bf16 or fp16) on the compute device;
-//   gradients reduced in fp32, bucket by bucket (stage 0: all-reduce; 1: reduce-scatter at
-//   the accumulation boundary; 2: reduce-scatter every micro-batch as backward goes);
+//   the model's trainable parameters are partitioned into units (unit_plan.h), each with
+//   its own flat layout; at stages 1-3 every rank owns 1/N of every unit, and its pieces
+//   of all units, concatenated, are its shard space;
+//   gradients accumulate in fp32 and are reduced bucket by bucket, buckets made of whole
+//   units (stage 0: all-reduce; 1: reduce-scatter at the accumulation boundary; 2:
+//   reduce-scatter every micro-batch as backward goes; 3: each unit as soon as its
+//   backward is done);
 //   the fp32 master shard, optimizer states and fp32 gradient shard live in the offload
 //   tier (host memory) with offload_optimizer.device = cpu, else on the compute device;
 //   one fused pass updates the master and writes the 16-bit copy of the shard;
-//   the 16-bit (or fp32) shards are all-gathered into every rank's compute parameters.
+//   stages 1, 2: the new shards are all-gathered unit by unit into every rank's whole
+//   parameters; stage 3 keeps only the shards and gathers a unit when the model runs it
+//   (unit_gatherer.h, zoff::unit_forward / with_unit in unit_call.h).
 // Usage, per optimizer step:
 //   for (k = 0; k < config.gradient_accumulation_steps; ++k) engine.backward(loss_k);
 //   auto stats = engine.step();
-// The module must be fp32 when handed over: the engine takes its values as the fp32
-// master and converts the module's parameters to the compute dtype itself. The
-// parameters become views into the engine's flat buffer; forward is unchanged (inputs
-// must match the compute dtype). All ranks call backward() and step() equally often.
+// The module must be fp32 when handed over: the engine takes its values (rank 0's) as the
+// fp32 master and converts the module's parameters to the compute dtype itself. The
+// parameters become views into the engine's buffers; forward is unchanged (inputs must
+// match the compute dtype). Tied parameters are trained once. Frozen parameters and
+// buffers stay whole (replicated_states.h). All ranks call backward() and step() equally
+// often. One engine per model.
 class ZeroEngine {
  public:
   ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config config, dist::CommPtr comm,
@@ -62,7 +75,8 @@ class ZeroEngine {
   // One micro-batch: backpropagates loss / gradient_accumulation_steps (times the fp16 loss
   // scale) and reduces gradients as the stage requires.
   void backward(const torch::Tensor& loss);
-  // Averages, checks overflow (fp16), clips, updates this rank's shard, all-gathers.
+  // Averages, checks overflow (fp16), clips, updates this rank's shard, publishes the new
+  // parameters (all-gather at stages 1, 2), broadcasts rank 0's buffers.
   StepStats step();
 
   // Applies an update still running in the background (delayed parameter update), so the
@@ -73,20 +87,25 @@ class ZeroEngine {
   MemoryStats memory() const;
   int64_t global_step() const { return step_; }
   const config::Config& config() const { return config_; }
-  const partition::FlatLayout& layout() const { return *layout_; }
+  const partition::ModelLayout& layout() const { return *layout_; }
   const dist::CommPtr& comm() const { return comm_; }
   torch::ScalarType compute_dtype() const { return compute_dtype_; }
-  // The flat parameter buffer (compute dtype, padded) and this rank's shard of it.
-  torch::Tensor flat_params() const { return params_->flat(); }
+  // Stages 0-2: the whole parameters, flat (compute dtype, padded, layout order).
+  // Stage 3: this rank's shard space (compute dtype).
+  torch::Tensor flat_params() const;
+  // This rank's range of the rank-major concatenation of all ranks' shard spaces:
+  // {rank * layout().shard_size(), layout().shard_size()} (how checkpoints split state).
   partition::Shard shard() const { return shard_; }
   optim::ShardOptimizer& optimizer() { return *optimizer_; }
   const LossScaler* loss_scaler() const { return scaler_.get(); }
   LossScaler* loss_scaler() { return scaler_.get(); }
+  const ReplicatedStates& replicated() const { return *replicated_; }
+  // Stage 3 only (else nullptr): unit states and the live-parameter bound.
+  const UnitGatherer* gatherer() const { return gatherer_.get(); }
 
   // --- Checkpoint access: everything a rank must save to resume, as fp32 1-D tensors of
-  // shard().size elements (this rank's range [shard().offset, shard().end()) of the
-  // padded flat layout), writable in place. Same shape of data at every stage.
-  // Call synchronize() first when delayed parameter update is on.
+  // shard().size elements (this rank's shard space), writable in place. Same shape of data
+  // at every stage. Call synchronize() first when delayed parameter update is on.
   // The fp32 values of this rank's parameters (the master copy when one exists).
   torch::Tensor master_shard();
   // The optimizer's state (e.g. "exp_avg", "exp_avg_sq") over this rank's shard.
@@ -99,30 +118,44 @@ class ZeroEngine {
   int64_t applied_steps() const { return applied_; }
 
  private:
+  void check_config();
+  void setup_buffers();
+  void load_unit_values();
+  torch::Tensor unit_values_fp32(size_t unit) const;
+  void setup_reducer();
+  void setup_delayed_update();
   bool any_overflow(const torch::Tensor& grads);
+  bool skip_overflowed_step(const torch::Tensor& grads, StepStats* stats);
+  void clip_and_measure(const torch::Tensor& grads, StepStats* stats);
   void launch_delayed_update(const torch::Tensor& grads, double lr);
   void update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16);
-  void write_compute_shard();
-  void all_gather_params();
+  torch::Tensor copy_out_target() const;
+  void publish_params();
+  void all_gather_units();
+  void finish_step();
 
   std::shared_ptr<torch::nn::Module> module_;
   config::Config config_;
   dist::CommPtr comm_;
   EngineOptions options_;
+  int stage_ = 0;
   torch::ScalarType compute_dtype_ = torch::kFloat32;
   torch::Device compute_device_ = torch::kCPU;
   torch::Device offload_device_ = torch::kCPU;  // where master/states/grad shard live
   bool offload_ = false;
-  std::vector<torch::Tensor> module_params_;
-  std::unique_ptr<partition::FlatLayout> layout_;
-  std::unique_ptr<partition::FlatBuffer> params_;  // compute dtype, compute device
+  UnitPlan plan_;
+  std::vector<torch::Tensor> trainable_;  // plan_.trainable's tensors
+  std::unique_ptr<partition::ModelLayout> layout_;
+  std::unique_ptr<partition::FlatBuffer> params_;  // stages 0-2: whole, compute dtype
+  torch::Tensor shard_space_;  // stages 1-3: this rank's pieces, compute dtype
+  std::unique_ptr<UnitGatherer> gatherer_;  // stage 3
+  std::unique_ptr<ReplicatedStates> replicated_;
   partition::Shard shard_;
-  // fp32 values the optimizer updates: its own buffer (16-bit compute or offload), else a
-  // view of params_ (stage 0: the whole buffer; stages 1, 2: this rank's range).
+  // fp32 values the optimizer updates: stage 0 the whole padded buffer (a view of params_
+  // in fp32 without offload), stages 1-3 the shard space (shard_space_ itself in fp32
+  // when on the same device).
   torch::Tensor master_;
-  bool master_owned_ = false;
-  int64_t opt_offset_ = 0;  // where master_ starts in the flat layout
-  torch::Tensor out16_;     // host staging for the 16-bit copy-out when compute is not CPU
+  bool master_is_params_ = false;  // master_ is the compute parameters themselves
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<optim::ShardOptimizer> optimizer_;
   std::unique_ptr<LossScaler> scaler_;

@@ -60,6 +60,10 @@ class GptImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& idx);
 
   const GptConfig& config() const { return config_; }
+  // Activation checkpointing: each block's activations are recomputed in backward instead
+  // of kept (zoff::checkpoint); less memory, one more forward per block. Off by default.
+  void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
+  bool activation_checkpointing() const { return activation_checkpointing_; }
 
   torch::nn::Embedding wte{nullptr};  // [vocab, C], also the lm head
   torch::nn::Embedding wpe{nullptr};  // [block_size, C]
@@ -69,6 +73,7 @@ class GptImpl : public torch::nn::Module {
  private:
   void init_weights();
   GptConfig config_;
+  bool activation_checkpointing_ = false;
 };
 TORCH_MODULE(Gpt);
 

@@ -7,11 +7,15 @@
 
 namespace zoff::partition {
 
-// A zero-initialised flat tensor of layout.padded_numel() elements of one dtype on one
+// A zero-initialised flat tensor of padded_numel elements of one dtype on one
 // device, and per-parameter views shaped like the parameters.
 class FlatBuffer {
  public:
-  FlatBuffer(const FlatLayout& layout, torch::ScalarType dtype, torch::Device device);
+  FlatBuffer(const FlatLayout& layout, torch::ScalarType dtype, torch::Device device)
+      : FlatBuffer(layout.slots(), layout.padded_numel(), dtype, device) {}
+  // `slots` must outlive the buffer (a layout's own vector).
+  FlatBuffer(const std::vector<ParamSlot>& slots, int64_t padded_numel, torch::ScalarType dtype,
+             torch::Device device);
 
   torch::Tensor& flat() { return flat_; }
   const torch::Tensor& flat() const { return flat_; }
@@ -26,12 +30,15 @@ class FlatBuffer {
   // it (Tensor::set_data keeps the autograd identity, so optimizers and hooks registered
   // on the parameter still see it).
   void adopt_parameters(const std::vector<torch::Tensor>& params_in_module_order);
+  // Makes each parameter a view into the buffer without copying values (the caller has
+  // written them), likewise keeping autograd identity.
+  void bind_parameters(const std::vector<torch::Tensor>& params_in_module_order);
   // Makes each parameter's .grad a view into this buffer, so autograd accumulates into
   // it in place.
   void bind_as_grads(const std::vector<torch::Tensor>& params_in_module_order);
 
  private:
-  const FlatLayout* layout_;
+  const std::vector<ParamSlot>* slots_;
   torch::Tensor flat_;
 };
 

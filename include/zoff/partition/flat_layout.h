@@ -25,16 +25,6 @@ struct ParamSlot {
   size_t module_index = 0;  // position in Module::named_parameters()
 };
 
-// A run of consecutive whole parameters whose gradients travel together. `pieces[r]` is
-// the part of [offset, offset + size) inside rank r's shard (possibly empty): the split
-// of an uneven reduce-scatter.
-struct Bucket {
-  int64_t offset = 0;
-  int64_t size = 0;
-  std::vector<size_t> slots;    // indices into FlatLayout::slots()
-  std::vector<int64_t> pieces;  // elements per rank, sums to size
-};
-
 // The layout of a module's trainable parameters in one flat buffer. Parameters are laid
 // out in *reverse* registration order: backward produces the gradients of the last layers
 // first, so the first buckets fill first and their communication starts early. The buffer
@@ -52,9 +42,6 @@ class FlatLayout {
   int64_t shard_size() const { return padded_numel_ / world_size_; }
   Shard shard(int rank) const;
 
-  // Greedy groups of consecutive parameters of at most `bucket_elems` elements (a larger
-  // parameter gets a bucket of its own). The last bucket also covers the padding.
-  std::vector<Bucket> buckets(int64_t bucket_elems) const;
 
  private:
   std::vector<ParamSlot> slots_;

@@ -35,6 +35,8 @@ struct TaskOptions {
   std::string model = "mlp";  // mlp | gpt | cnn
   std::string preset;         // model size; "" = the model's default
   uint64_t seed = 0;          // initial weights (via torch::manual_seed) and data
+  // gpt: recompute each block's forward in backward instead of keeping its activations.
+  bool activation_checkpointing = false;
 };
 
 // Builds the task; an unknown model or preset is a UsageError listing the valid names.

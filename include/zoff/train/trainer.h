@@ -31,6 +31,9 @@ struct TrainOptions {
   std::string save_dir;
   int64_t save_every = 0;
   std::string resume_dir;
+  // gpt: recompute each block in backward (also on with the config's
+  // activation_checkpointing section).
+  bool activation_checkpointing = false;
 };
 
 struct TrainSummary {

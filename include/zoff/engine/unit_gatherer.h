@@ -1,0 +1,117 @@
+// ZeRO stage 3: each unit's parameters whole only while they are used, gathered ahead of use.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "zoff/dist/comm.h"
+#include "zoff/partition/flat_buffer.h"
+#include "zoff/partition/model_layout.h"
+#include "zoff/unit/unit_hooks.h"
+
+namespace zoff::engine {
+
+struct UnitGathererOptions {
+  int64_t prefetch_elems = 50000000;     // stage3_prefetch_bucket_size
+  int64_t max_live_elems = 1000000000;   // stage3_max_live_parameters
+  int64_t persistence_threshold = 100000;  // stage3_param_persistence_threshold
+};
+
+// Every rank keeps its shard of each unit in `shard_space` (compute dtype, one element per
+// element of its shard space). A unit is whole (all-gathered into its own flat buffer, of
+// which the module's parameters are views) only between zoff::with_unit's before_forward
+// and after_forward, and again from the gradient of its output to the end of its own
+// backward. Releasing frees the buffer's storage but keeps the tensors, so the views that
+// autograd saved in forward see the values again once the unit is gathered for backward
+// (FSDP's trick of resizing the storage to zero).
+//
+// Prefetch: the order in which units enter forward on the first step is recorded; later
+// steps gather the next units of that order asynchronously (at most prefetch_elems ahead,
+// never more than max_live_elems whole at once), and backward the previous ones. A unit
+// needed now is gathered even above max_live_elems: the bound is max_live_elems plus one
+// unit. Units below persistence_threshold elements, and units the model never runs
+// through with_unit (seen on the first step), stay whole all the time.
+//
+// Each state transition is a named method; all ranks make the same calls in the same order
+// (their models run the same code), so their all-gathers match.
+class UnitGatherer final : public unit::UnitHooks {
+ public:
+  enum class State { kReleased, kGathering, kGathered };
+
+  // One whole buffer per unit (compute dtype, shard_space's device); this rank's pieces of
+  // the units are views of shard_space. Fill every unit, then bind the parameters.
+  UnitGatherer(const partition::ModelLayout& layout,
+               std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units,
+               torch::Tensor shard_space, dist::CommPtr comm, UnitGathererOptions options);
+  ~UnitGatherer() override;
+
+  // Copies one unit's padded values (compute dtype) in: called for every unit at setup.
+  void fill_unit(size_t unit, const torch::Tensor& values);
+  // Makes the trainable `params` (indexed like the layout's module_index) views of the
+  // units' whole buffers.
+  void bind_parameters(const std::vector<torch::Tensor>& params);
+
+  void before_forward(const torch::nn::Module& module) override;
+  void after_forward(const torch::nn::Module& module) override;
+  void before_backward(const torch::nn::Module& module) override;
+
+  // The engine's backward brackets: units stay whole between a recomputation and their
+  // backward; at the end every unit not persistent is released.
+  void begin_backward();
+  void end_backward();
+  // Called when a unit's gradients are all out (from the gradient reducer).
+  void unit_backward_done(size_t unit);
+  // After the optimizer wrote new shards: refreshes the units that are whole.
+  void refresh_whole_units();
+
+  State state(size_t unit) const { return units_[unit].state; }
+  bool persistent(size_t unit) const { return units_[unit].persistent; }
+  // Elements whole now, and the most whole at once since the first step (which starts with
+  // every unit whole), of units that are not persistent.
+  int64_t live_elems() const { return live_; }
+  int64_t peak_live_elems() const { return peak_live_; }
+  // Bytes of whole units now (persistent ones included).
+  size_t whole_bytes() const;
+
+ private:
+  struct Unit {
+    std::vector<partition::ParamSlot> slots;  // offsets within the unit
+    std::unique_ptr<partition::FlatBuffer> whole;
+    torch::Tensor shard;  // this rank's piece, a view of shard_space
+    State state = State::kGathered;
+    dist::WorkPtr work;
+    bool persistent = false;
+    bool managed = false;  // seen in with_unit
+    int uses = 0;          // with_unit scopes open on it
+  };
+  const std::vector<size_t>& units_of(const torch::nn::Module& module) const;
+  void gather_async(size_t u);
+  void wait_whole(size_t u);
+  void release(size_t u);
+  void prefetch_forward(size_t u);
+  void prefetch_backward(size_t u);
+  void prefetch(size_t u);
+  void finish_first_step();
+
+  const partition::ModelLayout& layout_;
+  std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units_;
+  torch::Tensor shard_space_;
+  dist::CommPtr comm_;
+  UnitGathererOptions options_;
+  std::vector<Unit> units_;
+  std::vector<size_t> trace_;  // units in first-step forward order
+  bool recording_ = true;
+  bool in_backward_ = false;
+  size_t next_ = 0;    // expected trace position of the next forward unit
+  size_t cursor_ = 0;  // trace position reached by backward
+  int64_t live_ = 0;
+  int64_t peak_live_ = 0;
+  std::recursive_mutex mutex_;
+};
+
+}  // namespace zoff::engine

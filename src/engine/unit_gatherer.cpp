@@ -1,0 +1,267 @@
+// UnitGatherer: per-unit all-gather and release, forward/backward prefetch from a trace.
+#include "zoff/engine/unit_gatherer.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "zoff/core/error.h"
+
+namespace zoff::engine {
+namespace {
+
+// Frees a buffer's memory but keeps its storage object, which every view shares.
+void free_storage(const torch::Tensor& t) {
+  auto* impl = t.storage().unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  impl->set_nbytes(0);
+}
+
+void allocate_storage(const torch::Tensor& t) {
+  auto* impl = t.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+  impl->set_data_ptr_noswap(impl->allocator()->allocate(bytes));
+  impl->set_nbytes(bytes);
+}
+
+const std::vector<size_t> kNoUnits;
+
+}  // namespace
+
+UnitGatherer::UnitGatherer(
+    const partition::ModelLayout& layout,
+    std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units,
+    torch::Tensor shard_space, dist::CommPtr comm,
+    UnitGathererOptions options)
+    : layout_(layout),
+      module_units_(std::move(module_units)),
+      shard_space_(std::move(shard_space)),
+      comm_(std::move(comm)),
+      options_(options),
+      units_(layout.units().size()) {
+  ZOFF_CHECK(layout_.sharded(), "stage 3 needs a layout sharded per unit");
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const auto& lu = layout_.units()[u];
+    auto& unit = units_[u];
+    for (size_t s : lu.slots) {
+      auto slot = layout_.slots()[s];
+      slot.offset -= lu.offset;
+      unit.slots.push_back(std::move(slot));
+    }
+    unit.whole = std::make_unique<partition::FlatBuffer>(unit.slots, lu.padded_numel,
+                                                         shard_space_.scalar_type(),
+                                                         shard_space_.device());
+    unit.shard = shard_space_.narrow(0, lu.shard_offset, lu.shard_size);
+    unit.persistent = lu.padded_numel < options_.persistence_threshold;
+    live_ += unit.persistent ? 0 : lu.padded_numel;
+  }
+  peak_live_ = live_;
+}
+
+UnitGatherer::~UnitGatherer() {
+  for (auto& u : units_) {
+    if (u.work) {
+      try {
+        u.work->wait();
+      } catch (...) {
+      }
+    }
+  }
+}
+
+void UnitGatherer::bind_parameters(const std::vector<torch::Tensor>& params) {
+  for (auto& unit : units_) unit.whole->bind_parameters(params);
+}
+
+void UnitGatherer::fill_unit(size_t u, const torch::Tensor& values) {
+  torch::NoGradGuard no_grad;
+  auto& unit = units_[u];
+  const auto& lu = layout_.units()[u];
+  unit.whole->flat().copy_(values);
+  unit.shard.copy_(values.narrow(0, comm_->rank() * lu.shard_size, lu.shard_size));
+}
+
+const std::vector<size_t>& UnitGatherer::units_of(const torch::nn::Module& module) const {
+  auto it = module_units_.find(&module);
+  return it == module_units_.end() ? kNoUnits : it->second;
+}
+
+size_t UnitGatherer::whole_bytes() const {
+  size_t bytes = 0;
+  for (const auto& u : units_) {
+    if (u.state != State::kReleased) bytes += u.whole->bytes();
+  }
+  return bytes;
+}
+
+void UnitGatherer::gather_async(size_t u) {
+  auto& unit = units_[u];
+  if (unit.state != State::kReleased) return;
+  allocate_storage(unit.whole->flat());
+  unit.work = comm_->all_gather(unit.shard, unit.whole->flat());
+  unit.state = State::kGathering;
+  if (!unit.persistent) {
+    live_ += layout_.units()[u].padded_numel;
+    peak_live_ = std::max(peak_live_, live_);
+  }
+}
+
+void UnitGatherer::wait_whole(size_t u) {
+  auto& unit = units_[u];
+  if (unit.state == State::kReleased) gather_async(u);
+  if (unit.state == State::kGathering) {
+    auto work = std::move(unit.work);
+    work->wait();
+    unit.state = State::kGathered;
+  }
+}
+
+void UnitGatherer::release(size_t u) {
+  auto& unit = units_[u];
+  if (unit.persistent || !unit.managed || unit.uses > 0) return;
+  if (unit.state == State::kReleased) return;
+  if (unit.state == State::kGathering) {
+    auto work = std::move(unit.work);
+    work->wait();  // Gloo still writes into the buffer
+  }
+  free_storage(unit.whole->flat());
+  unit.state = State::kReleased;
+  live_ -= layout_.units()[u].padded_numel;
+}
+
+// Issues gathers for the units after (forward) or before (backward) trace position `pos`,
+// within the prefetch budget and the live cap.
+void UnitGatherer::prefetch(size_t pos) {
+  if (options_.prefetch_elems <= 0 || recording_) return;
+  int64_t ahead = 0;
+  const size_t n = trace_.size();
+  for (size_t k = 1; k < n; ++k) {
+    const size_t at = in_backward_ ? (pos + n - k) % n : (pos + k) % n;
+    if (in_backward_ && at > pos) break;  // backward does not wrap to the last units
+    const size_t v = trace_[at];
+    auto& unit = units_[v];
+    if (unit.state != State::kReleased || !unit.managed) continue;
+    const int64_t size = layout_.units()[v].padded_numel;
+    if (ahead + size > options_.prefetch_elems || live_ + size > options_.max_live_elems) break;
+    gather_async(v);
+    ahead += size;
+  }
+}
+
+void UnitGatherer::prefetch_forward(size_t u) {
+  if (recording_) {
+    trace_.push_back(u);
+    return;
+  }
+  if (trace_.empty()) return;
+  // Find u at or after the expected position (the model may run units in another order
+  // now and then, e.g. evaluation): no match means no prefetch.
+  for (size_t k = 0; k < trace_.size(); ++k) {
+    const size_t at = (next_ + k) % trace_.size();
+    if (trace_[at] == u) {
+      next_ = at + 1;
+      prefetch(at);
+      return;
+    }
+  }
+}
+
+void UnitGatherer::prefetch_backward(size_t u) {
+  if (recording_ || trace_.empty()) return;
+  for (size_t k = 0; k < trace_.size(); ++k) {
+    const size_t at = (cursor_ + trace_.size() - k) % trace_.size();
+    if (trace_[at] == u) {
+      cursor_ = at;
+      prefetch(at);
+      return;
+    }
+  }
+}
+
+void UnitGatherer::before_forward(const torch::nn::Module& module) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  for (size_t u : units_of(module)) {
+    auto& unit = units_[u];
+    unit.managed = true;
+    ++unit.uses;
+    wait_whole(u);
+    if (!in_backward_) prefetch_forward(u);
+  }
+}
+
+void UnitGatherer::after_forward(const torch::nn::Module& module) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  for (size_t u : units_of(module)) {
+    --units_[u].uses;
+    // A recomputation in backward keeps the unit whole until its gradients are out.
+    if (!in_backward_) release(u);
+  }
+}
+
+void UnitGatherer::before_backward(const torch::nn::Module& module) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  ZOFF_CHECK_ARG(in_backward_, "backward through a zoff unit outside engine.backward(): call "
+                               "engine.backward(loss), not loss.backward()");
+  for (size_t u : units_of(module)) {
+    wait_whole(u);
+    prefetch_backward(u);
+  }
+}
+
+void UnitGatherer::begin_backward() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  in_backward_ = true;
+  cursor_ = trace_.empty() ? 0 : trace_.size() - 1;
+}
+
+void UnitGatherer::unit_backward_done(size_t u) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  release(u);
+}
+
+void UnitGatherer::end_backward() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  in_backward_ = false;
+  next_ = 0;
+  for (size_t u = 0; u < units_.size(); ++u) release(u);
+  if (recording_) finish_first_step();
+}
+
+// The first backward ends the recording: units never run through with_unit stay whole.
+void UnitGatherer::finish_first_step() {
+  recording_ = false;
+  peak_live_ = live_;  // the recording step starts with every unit whole: not counted
+  std::vector<std::string> unmanaged;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (units_[u].managed) continue;
+    if (!units_[u].persistent) {
+      units_[u].persistent = true;
+      live_ -= layout_.units()[u].padded_numel;
+    }
+    unmanaged.push_back(layout_.units()[u].name);
+  }
+  if (!unmanaged.empty() && comm_->rank() == 0) {
+    std::string names;
+    for (size_t i = 0; i < unmanaged.size() && i < 4; ++i) names += (i ? ", " : "") + unmanaged[i];
+    if (unmanaged.size() > 4) names += ", ...";
+    std::fprintf(stderr,
+                 "zoff: note: stage 3: %zu of %zu units (%s) are not run through "
+                 "zoff::unit_forward/with_unit, so they stay whole on every rank; mark them to "
+                 "save their parameter memory (README, \"Units\")\n",
+                 unmanaged.size(), units_.size(), names.c_str());
+  }
+}
+
+void UnitGatherer::refresh_whole_units() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  std::vector<dist::WorkPtr> works;
+  for (auto& unit : units_) {
+    if (unit.state == State::kGathering) unit.work->wait();
+    if (unit.state == State::kReleased) continue;
+    works.push_back(comm_->all_gather(unit.shard, unit.whole->flat()));
+    unit.state = State::kGathered;
+    unit.work.reset();
+  }
+  for (auto& w : works) w->wait();
+}
+
+}  // namespace zoff::engine

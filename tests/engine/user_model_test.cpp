@@ -1,0 +1,252 @@
+// A user's LibTorch model (BatchNorm, a frozen embedding, tied weights) trained by the
+// engine at stages 0-3 against plain LibTorch AdamW over the same micro-batches.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <set>
+
+#include "engine_test_support.h"
+#include "zoff/core/error.h"
+#include "zoff/engine/zero_engine.h"
+#include "zoff/unit/unit_call.h"
+
+namespace zoff::engine {
+namespace {
+
+constexpr int kSteps = 8;
+constexpr int64_t kGlobal = 12;
+constexpr int64_t kVocab = 20;
+constexpr uint64_t kSeed = 11;
+
+// x -> a -> tanh -> tied (a's weight, transposed) -> tanh: the same tensor registered twice.
+struct TiedDecoderImpl : torch::nn::Module {
+  explicit TiedDecoderImpl(torch::Tensor w) { weight = register_parameter("weight", w); }
+  torch::Tensor forward(const torch::Tensor& x) { return torch::matmul(x, weight); }  // [B, 8]
+  torch::Tensor weight;
+};
+TORCH_MODULE(TiedDecoder);
+
+// tokens [B] -> frozen embedding [B, 8] -> Linear a [B, 12] -> BatchNorm1d -> tanh
+//   -> tied decoder [B, 8] -> tanh -> head [B, 3]
+struct UserModelImpl : torch::nn::Module {
+  explicit UserModelImpl(bool marked) : marked_(marked) {
+    emb = register_module("emb", torch::nn::Embedding(kVocab, 8));
+    emb->weight.set_requires_grad(false);
+    a = register_module("a", torch::nn::Linear(8, 12));
+    bn = register_module("bn", torch::nn::BatchNorm1d(12));
+    dec = register_module("dec", TiedDecoder(a->weight));
+    head = register_module("head", torch::nn::Linear(8, 3));
+  }
+  template <typename M>
+  torch::Tensor run(M& m, const torch::Tensor& x) {
+    return marked_ ? zoff::unit_forward(m, x) : m->forward(x);
+  }
+  torch::Tensor forward(const torch::Tensor& tokens) {
+    auto x = emb(tokens).to(a->weight.scalar_type());
+    x = torch::tanh(run(bn, run(a, x)));
+    x = torch::tanh(run(dec, x));
+    return run(head, x);
+  }
+  torch::nn::Embedding emb{nullptr};
+  torch::nn::Linear a{nullptr}, head{nullptr};
+  torch::nn::BatchNorm1d bn{nullptr};
+  TiedDecoder dec{nullptr};
+  bool marked_;
+};
+TORCH_MODULE(UserModel);
+
+UserModel make_user_model(bool marked = true) {
+  torch::manual_seed(kSeed);
+  return UserModel(marked);
+}
+
+std::pair<torch::Tensor, torch::Tensor> batch(int64_t step) {
+  auto gen = torch::make_generator<torch::CPUGeneratorImpl>(500 + step);
+  return {torch::randint(kVocab, {kGlobal}, gen), torch::randint(3, {kGlobal}, gen)};
+}
+
+// Trainable parameters once each, in registration order (the tied weight once).
+std::vector<torch::Tensor> unique_trainable(torch::nn::Module& m) {
+  std::vector<torch::Tensor> out;
+  std::set<const void*> seen;
+  for (auto& p : m.parameters()) {
+    if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
+  }
+  return out;
+}
+
+torch::Tensor flat(const std::vector<torch::Tensor>& ts) {
+  std::vector<torch::Tensor> parts;
+  for (auto& t : ts) parts.push_back(t.detach().to(torch::kFloat32).reshape({-1}).clone());
+  return torch::cat(parts);
+}
+
+struct Run {
+  std::vector<double> losses;
+  torch::Tensor params;
+  torch::Tensor buffers;
+};
+
+// One process, the ranks' micro-batches one after another, gradients accumulated.
+Run run_reference(const config::Config& cfg, int world) {
+  auto model = make_user_model(false);
+  auto params = unique_trainable(*model);
+  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(cfg.optimizer.lr)
+                                      .weight_decay(cfg.optimizer.weight_decay));
+  const int64_t accum = cfg.gradient_accumulation_steps, micro = cfg.train_micro_batch_size_per_gpu;
+  Run run;
+  for (int s = 0; s < kSteps; ++s) {
+    auto [x, y] = batch(s);
+    opt.zero_grad();
+    double sum = 0;
+    for (int64_t k = 0; k < accum; ++k) {
+      for (int r = 0; r < world; ++r) {
+        const int64_t start = (k * world + r) * micro;
+        auto loss = torch::nn::functional::cross_entropy(model(x.narrow(0, start, micro)),
+                                                         y.narrow(0, start, micro));
+        (loss / static_cast<double>(accum * world)).backward();
+        sum += loss.item<double>();
+      }
+    }
+    opt.step();
+    run.losses.push_back(sum / static_cast<double>(accum * world));
+  }
+  run.params = flat(params);
+  return run;
+}
+
+std::vector<Run> run_engine(const config::Config& cfg, int world) {
+  std::vector<Run> runs(static_cast<size_t>(world));
+  std::vector<UserModel> models;
+  for (int r = 0; r < world; ++r) models.push_back(make_user_model());
+  testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+    auto model = models[static_cast<size_t>(rank)];
+    ZeroEngine engine(model.ptr(), cfg, comm);
+    const int64_t accum = cfg.gradient_accumulation_steps,
+                  micro = cfg.train_micro_batch_size_per_gpu;
+    auto& run = runs[static_cast<size_t>(rank)];
+    for (int s = 0; s < kSteps; ++s) {
+      auto [x, y] = batch(s);
+      double sum = 0;
+      for (int64_t k = 0; k < accum; ++k) {
+        const int64_t start = (k * world + rank) * micro;
+        auto loss = torch::nn::functional::cross_entropy(
+            model(x.narrow(0, start, micro)).to(torch::kFloat32), y.narrow(0, start, micro));
+        engine.backward(loss);
+        sum += loss.item<double>();
+      }
+      auto mean = torch::tensor({sum / static_cast<double>(accum)}, torch::kFloat64);
+      comm->all_reduce_sum(mean)->wait();
+      engine.step();
+      run.losses.push_back(mean.item<double>() / world);
+    }
+    zoff::with_unit(*model, [&] {
+      run.params = flat(unique_trainable(*model));
+      return run.params;
+    });
+    run.buffers = flat({model->bn->running_mean, model->bn->running_var,
+                        model->bn->num_batches_tracked.to(torch::kFloat32)});
+  });
+  return runs;
+}
+
+config::Config user_config(int stage, int world) {
+  auto cfg = testing::base_config(stage, world, kGlobal, /*accum=*/2);
+  cfg.optimizer.type = "adamw";
+  return cfg;
+}
+
+class UserModelMatchesLibTorch : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(UserModelMatchesLibTorch, LossesParametersAndEqualBuffers) {
+  const auto [stage, world] = GetParam();
+  const auto cfg = user_config(stage, world);
+  const auto ref = run_reference(cfg, world);
+  const auto runs = run_engine(cfg, world);
+  double worst = 0;
+  for (size_t s = 0; s < ref.losses.size(); ++s) {
+    const double rel = std::abs(runs[0].losses[s] - ref.losses[s]) / std::abs(ref.losses[s]);
+    worst = std::max(worst, rel);
+    EXPECT_LT(rel, testing::kLossRelTol) << "step " << s;
+  }
+  const double pdiff = testing::rel_diff(runs[0].params, ref.params);
+  EXPECT_LT(pdiff, testing::kParamRelTol);
+  for (int r = 1; r < world; ++r) {
+    EXPECT_TRUE(torch::equal(runs[0].params, runs[static_cast<size_t>(r)].params)) << "rank " << r;
+    EXPECT_TRUE(torch::equal(runs[0].buffers, runs[static_cast<size_t>(r)].buffers))
+        << "buffers of rank " << r << " differ from rank 0's";
+  }
+  std::printf("stage %d world %d: worst loss rel diff %.3g, param rel diff %.3g\n", stage, world,
+              worst, pdiff);
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, UserModelMatchesLibTorch,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3),
+                                            ::testing::Values(1, 2, 3)));
+
+TEST(UserModel, TiedWeightIsOneParameterAndFrozenOnesAreNotTrained) {
+  auto model = make_user_model();
+  const auto frozen_before = model->emb->weight.clone();
+  auto cfg = user_config(2, 1);
+  testing::run_ranks(1, [&](dist::CommPtr comm, int) {
+    ZeroEngine engine(model.ptr(), cfg, comm);
+    int64_t trainable = 0;
+    for (auto& p : unique_trainable(*model)) trainable += p.numel();
+    EXPECT_EQ(engine.layout().numel(), trainable);
+    EXPECT_TRUE(model->dec->weight.is_same(model->a->weight));
+    auto [x, y] = batch(0);
+    for (int k = 0; k < 2; ++k) {
+      engine.backward(torch::nn::functional::cross_entropy(model(x.narrow(0, 6 * k, 6)),
+                                                           y.narrow(0, 6 * k, 6)));
+    }
+    engine.step();
+  });
+  EXPECT_TRUE(torch::equal(model->emb->weight, frozen_before));
+}
+
+TEST(UserModel, RunsInBf16WithBuffersAndFrozenWeightsInBf16) {
+  for (int stage : {0, 3}) {
+    auto cfg = user_config(stage, 2);
+    cfg.bf16 = true;
+    std::vector<UserModel> models{make_user_model(), make_user_model()};
+    testing::run_ranks(2, [&](dist::CommPtr comm, int rank) {
+      auto model = models[static_cast<size_t>(rank)];
+      ZeroEngine engine(model.ptr(), cfg, comm);
+      EXPECT_EQ(model->bn->running_mean.scalar_type(), torch::kBFloat16);
+      EXPECT_EQ(model->emb->weight.scalar_type(), torch::kBFloat16);
+      for (int s = 0; s < 3; ++s) {
+        auto [x, y] = batch(s);
+        for (int k = 0; k < 2; ++k) {
+          const int64_t start = (k * 2 + rank) * 3;
+          auto loss = torch::nn::functional::cross_entropy(
+              model(x.narrow(0, start, 3)).to(torch::kFloat32), y.narrow(0, start, 3));
+          EXPECT_TRUE(std::isfinite(loss.item<double>()));
+          engine.backward(loss);
+        }
+        engine.step();
+      }
+    });
+  }
+}
+
+TEST(UserModel, LossBackwardInsteadOfEngineBackwardIsAnError) {
+  for (int stage : {0, 2, 3}) {
+    auto model = make_user_model();
+    auto cfg = user_config(stage, 1);
+    testing::run_ranks(1, [&](dist::CommPtr comm, int) {
+      ZeroEngine engine(model.ptr(), cfg, comm);
+      auto [x, y] = batch(0);
+      auto loss = torch::nn::functional::cross_entropy(model(x.narrow(0, 0, 6)), y.narrow(0, 0, 6));
+      try {
+        loss.backward();
+        ADD_FAILURE() << "stage " << stage << ": loss.backward() was accepted";
+      } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("engine.backward(loss)"), std::string::npos)
+            << e.what();
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace zoff::engine
