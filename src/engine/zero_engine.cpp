@@ -365,7 +365,8 @@ void ZeroEngine::all_gather_units() {
 
 MemoryStats ZeroEngine::memory() const {
   MemoryStats m;
-  const size_t shard16 = static_cast<size_t>(shard_space_.numel()) * shard_space_.element_size();
+  const size_t shard16 =
+      shard_space_.defined() ? static_cast<size_t>(shard_space_.nbytes()) : size_t{0};
   const bool shard_is_master = shard_space_.defined() && shard_space_.is_same(master_);
   if (params_) {
     m.compute.params = params_->bytes();
@@ -374,8 +375,8 @@ MemoryStats ZeroEngine::memory() const {
   } else {
     m.compute.params = shard16 + gatherer_->whole_bytes();
     m.live_unit_bytes = gatherer_->whole_bytes();
-    m.peak_live_bytes =
-        static_cast<size_t>(gatherer_->peak_live_elems()) * shard_space_.element_size();
+    m.peak_live_bytes = static_cast<size_t>(gatherer_->peak_live_elems()) *
+                        static_cast<size_t>(shard_space_.element_size());
   }
   m.compute.params += replicated_->frozen_bytes();
   m.compute.grads = reducer_->full_grad_bytes();

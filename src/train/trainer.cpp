@@ -22,6 +22,7 @@
 #include "zoff/report/progress.h"
 #include "zoff/train/step_log.h"
 #include "zoff/train/task.h"
+#include "zoff/unit/unit_call.h"
 
 namespace zoff::train {
 namespace {
@@ -231,6 +232,8 @@ TrainSummary run_training(const TrainOptions& o) {
     eo.optimizer_threads = threads;
     stepper = std::make_unique<EngineStepper>(task->module(), cfg, comm, eo);
   }
+  const bool forward_is_collective =
+      stepper->engine() != nullptr && stepper->engine()->gatherer() != nullptr;
   StepLog log(leader ? o.log_path : "", /*append=*/!o.resume_dir.empty());
   if (leader) {
     std::printf(
@@ -329,9 +332,10 @@ TrainSummary run_training(const TrainOptions& o) {
       if (progress) progress->finish();
       if (leader) std::printf("saved checkpoint %s\n", dir.c_str());
     }
-    if (leader && (eval_now || last)) {
+    // Stage 3 gathers units in every forward, a collective: every rank evaluates then.
+    if ((leader || forward_is_collective) && (eval_now || last)) {
       const auto metrics = task->evaluate();
-      if (!metrics.empty()) {
+      if (leader && !metrics.empty()) {
         if (progress) progress->finish();
         log.write_eval(rec.step, metrics);
         std::printf("eval at step %lld:", static_cast<long long>(rec.step));
@@ -343,8 +347,14 @@ TrainSummary run_training(const TrainOptions& o) {
   }
   if (progress) progress->finish();
   summary.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (leader && !o.save_model_path.empty()) save_module(*task->module(), o.save_model_path);
-  if (leader && !o.sample_prompt.empty()) {
+  if (!o.save_model_path.empty()) {
+    // with_unit on the root makes every unit whole at stage 3 (and is a no-op otherwise).
+    zoff::with_unit(*task->module(), [&] {
+      if (leader) save_module(*task->module(), o.save_model_path);
+      return torch::Tensor();
+    });
+  }
+  if ((leader || forward_is_collective) && !o.sample_prompt.empty()) {
     summary.sample = task->sample(o.sample_prompt, o.sample_tokens, o.seed);
   }
   return summary;
