@@ -26,8 +26,18 @@ struct EstimateArgs {
   int64_t nodes = 1;
   std::string offload = "none";
   std::string precision = "bf16";
+  int64_t live_params = -1;  // -1: two gpt blocks for --model gpt, else 0
   bool json = false;
 };
+
+// Stage 3 keeps the unit in use and the one prefetched whole: two transformer blocks
+// (12 C^2 + 13 C elements each) for the gpt presets.
+int64_t default_live_params(const EstimateArgs& a) {
+  if (a.live_params >= 0) return a.live_params;
+  if (a.model != "gpt") return 0;
+  const int64_t c = models::gpt_preset(a.preset).n_embd;
+  return 2 * (12 * c * c + 13 * c);
+}
 
 void run_estimate(const EstimateArgs& a, const estimate::PresetParamCount& preset_count) {
   estimate::EstimateOptions o;
@@ -47,6 +57,8 @@ void run_estimate(const EstimateArgs& a, const estimate::PresetParamCount& prese
   o.nodes = a.nodes;
   o.offload = estimate::parse_offload(a.offload);
   o.precision = estimate::parse_precision(a.precision);
+  ZOFF_CHECK_ARG(a.live_params >= -1, "--live-params ", a.live_params, ": must be >= 0");
+  o.live_params = default_live_params(a);
   const estimate::MemoryEstimate m = estimate::estimate_memory(o);
   std::cout << (a.json ? estimate::to_json(m) + "\n" : estimate::to_table(m));
 }
@@ -63,6 +75,8 @@ void add_estimate(CLI::App& root, int& exit_code) {
   cmd->add_option("--nodes", args->nodes, "Nodes; must divide --ranks (default 1)");
   cmd->add_option("--offload", args->offload, "Optimizer offload: none|cpu|nvme (default none)");
   cmd->add_option("--precision", args->precision, "fp32|bf16|fp16 (default bf16)");
+  cmd->add_option("--live-params", args->live_params,
+                  "Stage 3: elements of units whole at once (default: 2 blocks for gpt)");
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
   cmd->callback([args, &exit_code] {
     run_estimate(*args, preset_param_count);

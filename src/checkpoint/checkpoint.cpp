@@ -126,9 +126,12 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
   }
   ojson units = ojson::array();
   for (const auto& u : layout.units()) units.push_back(u.name);
-  j["layout"] = {{"numel", layout.numel()},   {"padded_numel", layout.padded_numel()},
-                 {"shard_size", layout.shard_size()}, {"units", units},
-                 {"regions", regions},        {"slots", slots}};
+  j["layout"] = {{"numel", layout.numel()},
+                 {"padded_numel", layout.padded_numel()},
+                 {"shard_size", layout.shard_size()},
+                 {"units", units},
+                 {"regions", regions},
+                 {"slots", slots}};
   j["torch_rng_state"] = to_hex(torch_rng_state());
   ojson fj = ojson::array();
   for (size_t r = 0; r < files.size(); ++r) {
@@ -205,17 +208,17 @@ void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
   ZOFF_CHECK_ARG(info.seed == expected.seed, where, " was trained with seed ", info.seed,
                  ", this job has seed ", expected.seed, " (the data order would change)");
   const auto& layout = engine.layout();
-  ZOFF_CHECK_ARG(
-      info.padded_numel == layout.padded_numel() && info.slots.size() == layout.slots().size() &&
-          info.regions.size() == layout.regions().size(),
-      where, " has ", info.slots.size(), " parameters (", info.numel, " elements), this model has ",
-      layout.slots().size(), " (", layout.numel(), ")");
+  ZOFF_CHECK_ARG(info.padded_numel == layout.padded_numel() &&
+                     info.slots.size() == layout.slots().size() &&
+                     info.regions.size() == layout.regions().size(),
+                 where, " has ", info.slots.size(), " parameters (", info.numel,
+                 " elements), this model has ", layout.slots().size(), " (", layout.numel(), ")");
   for (size_t i = 0; i < info.regions.size(); ++i) {
     const auto& a = info.regions[i];
     const auto& b = layout.regions()[i];
-    ZOFF_CHECK_ARG(a.offset == b.offset && a.padded_numel == b.padded_numel, where,
-                   ": unit ", i, " spans [", a.offset, ", +", a.padded_numel,
-                   "), this model's spans [", b.offset, ", +", b.padded_numel, ")");
+    ZOFF_CHECK_ARG(a.offset == b.offset && a.padded_numel == b.padded_numel, where, ": unit ", i,
+                   " spans [", a.offset, ", +", a.padded_numel, "), this model's spans [", b.offset,
+                   ", +", b.padded_numel, ")");
   }
   for (size_t i = 0; i < info.slots.size(); ++i) {
     const auto& a = info.slots[i];

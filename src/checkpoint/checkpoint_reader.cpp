@@ -60,8 +60,9 @@ void CheckpointReader::read_flat(int64_t offset, int64_t count, float* out) cons
   int64_t pos = offset;
   const int64_t end = offset + count;
   // The region holding `pos`: the last one starting at or before it (they are sorted).
-  auto it = std::upper_bound(regions.begin(), regions.end(), pos,
-                             [](int64_t p, const partition::ShardRegion& r) { return p < r.offset; });
+  auto it =
+      std::upper_bound(regions.begin(), regions.end(), pos,
+                       [](int64_t p, const partition::ShardRegion& r) { return p < r.offset; });
   while (pos < end) {
     const auto& region = *std::prev(it);
     const int64_t S = region.shard_size;
@@ -69,7 +70,8 @@ void CheckpointReader::read_flat(int64_t offset, int64_t count, float* out) cons
     const int64_t piece_end = std::min(end, region.offset + (r + 1) * S);
     const int64_t local = region.shard_offset + (pos - region.offset - r * S);
     const auto rr = static_cast<size_t>(r);
-    read_exact(fds_[rr], paths_[rr], master_start_[rr] + static_cast<uint64_t>(local) * sizeof(float),
+    read_exact(fds_[rr], paths_[rr],
+               master_start_[rr] + static_cast<uint64_t>(local) * sizeof(float),
                out + (pos - offset), static_cast<size_t>(piece_end - pos) * sizeof(float));
     pos = piece_end;
     if (it != regions.end() && pos >= it->offset) ++it;

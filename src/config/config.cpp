@@ -322,9 +322,9 @@ void parse_stage3(Section& z, ZeroConfig& zc, std::vector<std::string>& warnings
   auto non_negative = [](int64_t v) { return v >= 0; };
   read_checked(z.integer("stage3_prefetch_bucket_size"), &zc.stage3_prefetch_bucket_size, z,
                "stage3_prefetch_bucket_size", non_negative, "must be >= 0 (elements)");
-  read_checked(z.integer("stage3_max_live_parameters"), &zc.stage3_max_live_parameters, z,
-               "stage3_max_live_parameters", [](int64_t v) { return v > 0; },
-               "must be > 0 (elements)");
+  read_checked(
+      z.integer("stage3_max_live_parameters"), &zc.stage3_max_live_parameters, z,
+      "stage3_max_live_parameters", [](int64_t v) { return v > 0; }, "must be > 0 (elements)");
   read_checked(z.integer("stage3_param_persistence_threshold"),
                &zc.stage3_param_persistence_threshold, z, "stage3_param_persistence_threshold",
                non_negative, "must be >= 0 (elements)");
@@ -392,8 +392,9 @@ void parse_zero(Section& top, Config& c) {
         [](const std::string&) { return true; }, "");
     if (std::optional<Section> dpu = off->section("delayed_param_update")) {
       read_checked(dpu->boolean("enabled"), &oc.delayed_param_update, *dpu, "enabled", any, "");
-      read_checked(dpu->integer("warmup_steps"), &oc.dpu_warmup_steps, *dpu, "warmup_steps",
-                   [](int64_t v) { return v >= 0; }, "must be >= 0 (steps)");
+      read_checked(
+          dpu->integer("warmup_steps"), &oc.dpu_warmup_steps, *dpu, "warmup_steps",
+          [](int64_t v) { return v >= 0; }, "must be >= 0 (steps)");
       if (oc.delayed_param_update && oc.device != "cpu") {
         fail(dpu->path_of("enabled"), json(true), "needs offload_optimizer.device = \"cpu\"");
       }

@@ -67,9 +67,9 @@ GradReducer::GradReducer(const partition::ModelLayout& layout, std::vector<torch
     } else if (options_.shard_device == device) {
       reduced_ = full_grads_->range(0, layout_.shard_size());
     } else {
-      reduced_ = torch::zeros({layout_.shard_size()}, torch::TensorOptions()
-                                                          .dtype(torch::kFloat32)
-                                                          .device(options_.shard_device));
+      reduced_ =
+          torch::zeros({layout_.shard_size()},
+                       torch::TensorOptions().dtype(torch::kFloat32).device(options_.shard_device));
       reduced_owned_ = true;
     }
   }
@@ -160,7 +160,8 @@ void GradReducer::on_grad_ready(size_t slot) {
     launch(b);
   } else if (boundary_) {
     // Stages 0, 1 launch in buffer order (stage 1's in-place result relies on it).
-    while (next_launch_ < buckets_.size() && bucket_ready_[next_launch_] == bucket_expected_[next_launch_]) {
+    while (next_launch_ < buckets_.size() &&
+           bucket_ready_[next_launch_] == bucket_expected_[next_launch_]) {
       launch(next_launch_++);
     }
   }
@@ -201,8 +202,9 @@ void GradReducer::permute_rank_major(const partition::UnitBucket& bucket,
   for (int64_t r = 0; r < comm_->size(); ++r) {
     for (size_t u : bucket.units) {
       const auto& unit = layout_.units()[u];
-      staging.narrow(0, r * bucket.shard_size + unit.shard_offset - bucket.shard_offset,
-                     unit.shard_size)
+      staging
+          .narrow(0, r * bucket.shard_size + unit.shard_offset - bucket.shard_offset,
+                  unit.shard_size)
           .copy_(full.narrow(0, unit.offset + r * unit.shard_size, unit.shard_size));
     }
   }

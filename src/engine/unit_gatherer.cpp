@@ -30,8 +30,7 @@ const std::vector<size_t> kNoUnits;
 UnitGatherer::UnitGatherer(
     const partition::ModelLayout& layout,
     std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units,
-    torch::Tensor shard_space, dist::CommPtr comm,
-    UnitGathererOptions options)
+    torch::Tensor shard_space, dist::CommPtr comm, UnitGathererOptions options)
     : layout_(layout),
       module_units_(std::move(module_units)),
       shard_space_(std::move(shard_space)),
@@ -47,9 +46,8 @@ UnitGatherer::UnitGatherer(
       slot.offset -= lu.offset;
       unit.slots.push_back(std::move(slot));
     }
-    unit.whole = std::make_unique<partition::FlatBuffer>(unit.slots, lu.padded_numel,
-                                                         shard_space_.scalar_type(),
-                                                         shard_space_.device());
+    unit.whole = std::make_unique<partition::FlatBuffer>(
+        unit.slots, lu.padded_numel, shard_space_.scalar_type(), shard_space_.device());
     unit.shard = shard_space_.narrow(0, lu.shard_offset, lu.shard_size);
     unit.persistent = lu.padded_numel < options_.persistence_threshold;
     live_ += unit.persistent ? 0 : lu.padded_numel;
@@ -199,8 +197,9 @@ void UnitGatherer::after_forward(const torch::nn::Module& module) {
 
 void UnitGatherer::before_backward(const torch::nn::Module& module) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  ZOFF_CHECK_ARG(in_backward_, "backward through a zoff unit outside engine.backward(): call "
-                               "engine.backward(loss), not loss.backward()");
+  ZOFF_CHECK_ARG(in_backward_,
+                 "backward through a zoff unit outside engine.backward(): call "
+                 "engine.backward(loss), not loss.backward()");
   for (size_t u : units_of(module)) {
     wait_whole(u);
     prefetch_backward(u);

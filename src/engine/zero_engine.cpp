@@ -39,20 +39,19 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
   plan_ = plan_units(*module_);
   ZOFF_CHECK_ARG(!plan_.trainable.empty(), "the module has no trainable parameters");
   for (auto& [name, t] : plan_.trainable) {
-    ZOFF_CHECK_ARG(t.scalar_type() == torch::kFloat32, "parameter ", name, " is ",
-                   t.scalar_type(),
+    ZOFF_CHECK_ARG(t.scalar_type() == torch::kFloat32, "parameter ", name, " is ", t.scalar_type(),
                    ": hand the engine an fp32 module (it makes the 16-bit copy itself)");
     trainable_.push_back(t);
   }
-  layout_ = std::make_unique<partition::ModelLayout>(plan_.trainable, plan_.units,
-                                                     comm_->size(), stage_ >= 1);
+  layout_ = std::make_unique<partition::ModelLayout>(plan_.trainable, plan_.units, comm_->size(),
+                                                     stage_ >= 1);
   shard_ = {comm_->rank() * layout_->shard_size(), layout_->shard_size()};
   compute_device_ = trainable_.front().device();
   offload_device_ = offload_ ? torch::Device(torch::kCPU) : compute_device_;
   setup_buffers();
   load_unit_values();
-  replicated_ = std::make_unique<ReplicatedStates>(plan_.frozen, plan_.buffers, comm_,
-                                                   compute_dtype_);
+  replicated_ =
+      std::make_unique<ReplicatedStates>(plan_.frozen, plan_.buffers, comm_, compute_dtype_);
   replicated_->broadcast_from_rank0();
   setup_reducer();
   optimizer_ = optim::make_shard_optimizer(config_.optimizer, static_cast<size_t>(master_.numel()),
@@ -78,10 +77,10 @@ void ZeroEngine::check_config() {
   ZOFF_CHECK_ARG(offload.device == "none" || offload.device == "cpu",
                  "zero_optimization.offload_optimizer.device = ", offload.device,
                  ": this engine offloads to cpu (nvme is not implemented yet)");
-  ZOFF_CHECK_ARG(config_.zero.offload_param.device == "none" ||
-                     config_.zero.offload_param.device == "cpu",
-                 "zero_optimization.offload_param.device = ", config_.zero.offload_param.device,
-                 ": this engine offloads parameters to cpu (nvme is not implemented yet)");
+  ZOFF_CHECK_ARG(
+      config_.zero.offload_param.device == "none" || config_.zero.offload_param.device == "cpu",
+      "zero_optimization.offload_param.device = ", config_.zero.offload_param.device,
+      ": this engine offloads parameters to cpu (nvme is not implemented yet)");
   ZOFF_CHECK_ARG(!(stage_ == 3 && offload.delayed_param_update),
                  "zero_optimization.offload_optimizer.delayed_param_update with stage 3 is not "
                  "supported yet (use stage 1 or 2)");
@@ -97,8 +96,8 @@ void ZeroEngine::setup_buffers() {
   const auto& offload = config_.zero.offload_optimizer;
   const bool fp32 = compute_dtype_ == torch::kFloat32;
   if (stage_ <= 2) {
-    params_ = std::make_unique<partition::FlatBuffer>(
-        layout_->slots(), layout_->padded_numel(), compute_dtype_, compute_device_);
+    params_ = std::make_unique<partition::FlatBuffer>(layout_->slots(), layout_->padded_numel(),
+                                                      compute_dtype_, compute_device_);
   }
   if (stage_ == 0) {
     master_is_params_ = fp32 && !offload_;
@@ -112,17 +111,17 @@ void ZeroEngine::setup_buffers() {
     shard_space_ = master_;  // the optimizer updates the shard the model's copy comes from
     master_is_params_ = stage_ == 3;
   } else {
-    shard_space_ = torch::zeros({layout_->shard_size()}, torch::TensorOptions()
-                                                             .dtype(compute_dtype_)
-                                                             .device(compute_device_));
+    shard_space_ =
+        torch::zeros({layout_->shard_size()},
+                     torch::TensorOptions().dtype(compute_dtype_).device(compute_device_));
   }
   if (stage_ == 3) {
     UnitGathererOptions go;
     go.prefetch_elems = config_.zero.stage3_prefetch_bucket_size;
     go.max_live_elems = config_.zero.stage3_max_live_parameters;
     go.persistence_threshold = config_.zero.stage3_param_persistence_threshold;
-    gatherer_ = std::make_unique<UnitGatherer>(*layout_, plan_.module_units, shard_space_, comm_,
-                                               go);
+    gatherer_ =
+        std::make_unique<UnitGatherer>(*layout_, plan_.module_units, shard_space_, comm_, go);
   }
 }
 

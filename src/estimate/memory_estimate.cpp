@@ -1,6 +1,7 @@
 // The ZeRO model-state memory model: bytes per rank and per node for stages 0-3.
 #include "zoff/estimate/memory_estimate.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -55,7 +56,7 @@ StageEstimate estimate_stage(int stage, const EstimateOptions& o, int64_t ranks_
   const int64_t psi = o.params;
   const int64_t shard = (psi + o.ranks - 1) / o.ranks;  // elements per rank, padded
   const int64_t param_bytes = mixed ? 2 : 4;            // per element, as computed with
-  const int64_t grad_bytes = mixed ? 2 : 4;
+  const int64_t grad_bytes = mixed && !o.fp32_gradients ? 2 : 4;
   // Optimizer states per element: fp32 master + m + v (mixed), m + v (fp32, in place).
   const int64_t optim_bytes = mixed ? 12 : 8;
   // Elements each kind covers on one rank at this stage.
@@ -76,7 +77,9 @@ StageEstimate estimate_stage(int stage, const EstimateOptions& o, int64_t ranks_
     e.offload_grads_bytes = 4 * optim_elems;
     e.offload_optim_bytes = 12 * optim_elems;
   }
-  e.compute_bytes = e.compute_params_bytes + e.compute_grads_bytes + e.compute_optim_bytes;
+  if (stage == 3) e.compute_live_bytes = param_bytes * std::min(o.live_params, psi);
+  e.compute_bytes =
+      e.compute_params_bytes + e.compute_grads_bytes + e.compute_optim_bytes + e.compute_live_bytes;
   e.offload_bytes = e.offload_grads_bytes + e.offload_optim_bytes;
   e.per_rank_bytes = e.compute_bytes + e.offload_bytes;
   e.per_node_compute_bytes = e.compute_bytes * ranks_per_node;
@@ -145,7 +148,8 @@ std::string to_json(const MemoryEstimate& m) {
     s["per_node_offload_bytes"] = e.per_node_offload_bytes;
     s["compute"] = {{"params", e.compute_params_bytes},
                     {"grads", e.compute_grads_bytes},
-                    {"optim", e.compute_optim_bytes}};
+                    {"optim", e.compute_optim_bytes},
+                    {"live_units", e.compute_live_bytes}};
     s["offload"] = {{"grads", e.offload_grads_bytes}, {"optim", e.offload_optim_bytes}};
     stages[std::to_string(e.stage)] = s;
   }

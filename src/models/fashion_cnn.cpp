@@ -45,7 +45,8 @@ torch::Tensor FashionCnnImpl::forward(const torch::Tensor& x) {
   using zoff::unit_forward;
   torch::Tensor h = unit_forward(norm1, unit_forward(conv1, x));
   h = torch::max_pool2d(torch::relu(h), 2);  // [B, c1, 14, 14]
-  h = torch::max_pool2d(torch::relu(unit_forward(norm2, unit_forward(conv2, h))), 2);  // [B, c2, 7, 7]
+  h = torch::max_pool2d(torch::relu(unit_forward(norm2, unit_forward(conv2, h))),
+                        2);                          // [B, c2, 7, 7]
   h = torch::relu(unit_forward(fc1, h.flatten(1)));  // [B, hidden]
   if (options_.dropout() > 0.0) h = torch::dropout(h, options_.dropout(), is_training());
   return unit_forward(fc2, h);

@@ -63,7 +63,8 @@ TrainOutput train(const TempDir& dir, const std::string& tag, const ExactCase& c
   config["zero_optimization"]["stage"] = c.stage;
   // Stage 3 releases and gathers every unit, however small.
   if (c.stage == 3) config["zero_optimization"]["stage3_param_persistence_threshold"] = 0;
-  if (c.activation_checkpointing && !reference) config["activation_checkpointing"] = nlohmann::json::object();
+  if (c.activation_checkpointing && !reference)
+    config["activation_checkpointing"] = nlohmann::json::object();
   TrainJob job;
   job.model = c.model;
   job.preset = c.preset;

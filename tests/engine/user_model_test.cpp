@@ -91,8 +91,9 @@ struct Run {
 Run run_reference(const config::Config& cfg, int world) {
   auto model = make_user_model(false);
   auto params = unique_trainable(*model);
-  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(cfg.optimizer.lr)
-                                      .weight_decay(cfg.optimizer.weight_decay));
+  torch::optim::AdamW opt(
+      params,
+      torch::optim::AdamWOptions(cfg.optimizer.lr).weight_decay(cfg.optimizer.weight_decay));
   const int64_t accum = cfg.gradient_accumulation_steps, micro = cfg.train_micro_batch_size_per_gpu;
   Run run;
   for (int s = 0; s < kSteps; ++s) {

@@ -18,6 +18,7 @@ constexpr double kTable1RoundingGb = 0.05;  // the paper prints one decimal
 
 TEST(MemoryEstimate, ReproducesZeroPaperTable1) {
   EstimateOptions o;
+  o.fp32_gradients = false;  // the paper's accounting
   o.params = kTable1Params;
   o.ranks = 64;
   o.precision = Precision::kFp16;
@@ -35,8 +36,22 @@ TEST(MemoryEstimate, ReproducesZeroPaperTable1) {
   EXPECT_EQ(m.stages[3].per_rank_bytes, 1'875'000'000);
 }
 
+TEST(MemoryEstimate, ZoffEngineKeepsFp32GradientsAndLiveUnitsAtStage3) {
+  EstimateOptions o;
+  o.params = 1'200'000;
+  o.ranks = 3;
+  o.live_params = 50'000;
+  const auto m = estimate_memory(o);
+  const int64_t s = o.params / 3;
+  EXPECT_EQ(m.stages[3].compute_bytes, (2 + 4 + 12) * s + 2 * 50'000);
+  EXPECT_EQ(m.stages[3].compute_live_bytes, 2 * 50'000);
+  EXPECT_EQ(m.stages[2].compute_bytes, 2 * o.params + (4 + 12) * s);
+  EXPECT_EQ(m.stages[0].compute_bytes, (2 + 4 + 12) * o.params);
+}
+
 TEST(MemoryEstimate, PerNodeIsPerRankTimesRanksPerNode) {
   EstimateOptions o;
+  o.fp32_gradients = false;  // the paper's accounting
   o.params = kTable1Params;
   o.ranks = 64;
   o.nodes = 8;
@@ -52,6 +67,7 @@ TEST(MemoryEstimate, PerNodeIsPerRankTimesRanksPerNode) {
 
 TEST(MemoryEstimate, OffloadMovesOptimizerAndGradientShard) {
   EstimateOptions o;
+  o.fp32_gradients = false;  // the paper's accounting
   o.params = 1'000'000;
   o.ranks = 4;
   o.offload = OffloadTier::kCpu;
@@ -73,6 +89,7 @@ TEST(MemoryEstimate, OffloadMovesOptimizerAndGradientShard) {
 
 TEST(MemoryEstimate, Fp32UsesFourByteStatesAndKEight) {
   EstimateOptions o;
+  o.fp32_gradients = false;  // the paper's accounting
   o.params = 1'000'000;
   o.ranks = 4;
   o.precision = Precision::kFp32;
@@ -86,6 +103,7 @@ TEST(MemoryEstimate, Fp32UsesFourByteStatesAndKEight) {
 
 TEST(MemoryEstimate, UnevenShardsArePadded) {
   EstimateOptions o;
+  o.fp32_gradients = false;  // the paper's accounting
   o.params = 10;
   o.ranks = 3;  // shards of ceil(10 / 3) = 4 elements
   const MemoryEstimate m = estimate_memory(o);
@@ -94,6 +112,7 @@ TEST(MemoryEstimate, UnevenShardsArePadded) {
 
 TEST(MemoryEstimate, JsonHasEveryStage) {
   EstimateOptions o;
+  o.fp32_gradients = false;  // the paper's accounting
   o.params = 350'000'000;
   o.ranks = 2;
   o.offload = OffloadTier::kNvme;
@@ -114,6 +133,7 @@ TEST(MemoryEstimate, JsonHasEveryStage) {
 
 TEST(MemoryEstimate, TableNamesStagesAndUnits) {
   EstimateOptions o;
+  o.fp32_gradients = false;  // the paper's accounting
   o.params = kTable1Params;
   o.ranks = 64;
   const std::string t = to_table(estimate_memory(o));
@@ -125,6 +145,7 @@ TEST(MemoryEstimate, TableNamesStagesAndUnits) {
 
 TEST(MemoryEstimate, BadInputIsUsageError) {
   EstimateOptions o;
+  o.fp32_gradients = false;  // the paper's accounting
   o.params = 100;
   o.ranks = 6;
   o.nodes = 4;  // 6 ranks do not split over 4 nodes

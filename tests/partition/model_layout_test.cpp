@@ -92,7 +92,7 @@ TEST(ModelLayout, BucketsGroupWholeUnitsAndCoverTheBuffer) {
 
 TEST(ModelLayout, RejectsBadPlansAndSizes) {
   auto params = make_params({3, 4});
-  EXPECT_THROW(ModelLayout(params, {{"a", {0}}}, 2, true), Error);          // p1 in no unit
+  EXPECT_THROW(ModelLayout(params, {{"a", {0}}}, 2, true), Error);                 // p1 in no unit
   EXPECT_THROW(ModelLayout(params, {{"a", {0, 1}}, {"b", {1}}}, 2, true), Error);  // twice
   EXPECT_THROW(ModelLayout(params, {{"a", {0, 1}}}, 0, true), UsageError);
   ModelLayout layout(params, {{"a", {0, 1}}}, 2, true);

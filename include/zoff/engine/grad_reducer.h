@@ -85,13 +85,13 @@ class GradReducer {
   dist::CommPtr comm_;
   GradReducerOptions options_;
   std::vector<partition::UnitBucket> buckets_;
-  std::vector<size_t> unit_bucket_;    // unit -> bucket
-  std::vector<int> bucket_expected_;   // trainable slots per bucket
-  std::vector<int> bucket_ready_;      // grads arrived this backward
+  std::vector<size_t> unit_bucket_;   // unit -> bucket
+  std::vector<int> bucket_expected_;  // trainable slots per bucket
+  std::vector<int> bucket_ready_;     // grads arrived this backward
   std::vector<bool> bucket_launched_;
   std::vector<int> unit_ready_;
-  std::vector<bool> slot_seen_;                // this backward
-  std::vector<torch::Tensor> bucket_staging_;  // stages 2, 3: per bucket while filling
+  std::vector<bool> slot_seen_;                        // this backward
+  std::vector<torch::Tensor> bucket_staging_;          // stages 2, 3: per bucket while filling
   std::unique_ptr<partition::FlatBuffer> full_grads_;  // stages 0, 1 (fp32)
   bool bound_ = false;  // fp32 parameters: .grad are views of full_grads_
   // Stage 0: full_grads_'s flat; stage 1: the start of it (same device) or owned; stages

@@ -19,8 +19,8 @@ namespace zoff::engine {
 class ReplicatedStates {
  public:
   ReplicatedStates(std::vector<std::pair<std::string, torch::Tensor>> frozen,
-                   std::vector<std::pair<std::string, torch::Tensor>> buffers,
-                   dist::CommPtr comm, torch::ScalarType compute_dtype);
+                   std::vector<std::pair<std::string, torch::Tensor>> buffers, dist::CommPtr comm,
+                   torch::ScalarType compute_dtype);
 
   // Rank 0's values on every rank (collective; every rank calls it equally often).
   void broadcast_from_rank0();

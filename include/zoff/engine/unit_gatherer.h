@@ -17,8 +17,8 @@
 namespace zoff::engine {
 
 struct UnitGathererOptions {
-  int64_t prefetch_elems = 50000000;     // stage3_prefetch_bucket_size
-  int64_t max_live_elems = 1000000000;   // stage3_max_live_parameters
+  int64_t prefetch_elems = 50000000;       // stage3_prefetch_bucket_size
+  int64_t max_live_elems = 1000000000;     // stage3_max_live_parameters
   int64_t persistence_threshold = 100000;  // stage3_param_persistence_threshold
 };
 

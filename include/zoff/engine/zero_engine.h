@@ -147,8 +147,8 @@ class ZeroEngine {
   std::vector<torch::Tensor> trainable_;  // plan_.trainable's tensors
   std::unique_ptr<partition::ModelLayout> layout_;
   std::unique_ptr<partition::FlatBuffer> params_;  // stages 0-2: whole, compute dtype
-  torch::Tensor shard_space_;  // stages 1-3: this rank's pieces, compute dtype
-  std::unique_ptr<UnitGatherer> gatherer_;  // stage 3
+  torch::Tensor shard_space_;                      // stages 1-3: this rank's pieces, compute dtype
+  std::unique_ptr<UnitGatherer> gatherer_;         // stage 3
   std::unique_ptr<ReplicatedStates> replicated_;
   partition::Shard shard_;
   // fp32 values the optimizer updates: stage 0 the whole padded buffer (a view of params_

@@ -22,6 +22,12 @@ struct EstimateOptions {
   int64_t nodes = 1;   // nodes; ranks / nodes ranks per node (must divide)
   OffloadTier offload = OffloadTier::kNone;
   Precision precision = Precision::kBf16;
+  // zoff's engine accumulates and keeps gradients in fp32 (4 bytes) at every stage, also
+  // with 16-bit compute; false gives the ZeRO paper's 16-bit gradients (its Table 1).
+  bool fp32_gradients = true;
+  // Stage 3: elements of units whole at once on a rank (in use plus prefetched), in the
+  // compute dtype, on top of the shards. 0 = not counted.
+  int64_t live_params = 0;
 };
 
 // Model-state bytes of one ZeRO stage. "compute" is the device the forward/backward runs on;
@@ -32,6 +38,7 @@ struct StageEstimate {
   int64_t compute_params_bytes = 0;  // 16-bit (or fp32) parameters computed with
   int64_t compute_grads_bytes = 0;   // 16-bit (or fp32) gradients, full or sharded
   int64_t compute_optim_bytes = 0;   // fp32 master + m + v (mixed) or m + v (fp32)
+  int64_t compute_live_bytes = 0;    // stage 3: whole units (options.live_params)
   // Per rank, on the offload tier.
   int64_t offload_grads_bytes = 0;  // fp32 gradient shard
   int64_t offload_optim_bytes = 0;  // fp32 master + m + v of the shard
@@ -56,6 +63,8 @@ struct MemoryEstimate {
 //   mixed precision (bf16/fp16), K = 12 (fp32 master 4 + m 4 + v 4 bytes):
 //     stage 0: 2psi + 2psi + 12psi   stage 1: 2psi + 2psi + 12s
 //     stage 2: 2psi + (2 + 12)s      stage 3: (2 + 2 + 12)s
+//   (zoff's engine keeps fp32 gradients: 4 bytes where these say 2, see fp32_gradients;
+//   stage 3 adds the units whole at once, live_params elements)
 //   fp32: 4-byte params and grads and K = 8 (m, v: the params are their own master).
 // With offload the optimizer states of the shard (12 bytes per element in both precisions:
 // in fp32 the offload tier keeps its own fp32 master copy) and an fp32 gradient shard

@@ -42,7 +42,6 @@ class FlatLayout {
   int64_t shard_size() const { return padded_numel_ / world_size_; }
   Shard shard(int rank) const;
 
-
  private:
   std::vector<ParamSlot> slots_;
   int64_t numel_ = 0;

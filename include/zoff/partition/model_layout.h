@@ -64,9 +64,9 @@ class ModelLayout {
   ModelLayout(const std::vector<std::pair<std::string, torch::Tensor>>& named,
               const std::vector<UnitSpec>& units, int world_size, bool shard_units);
 
-  const std::vector<LayoutUnit>& units() const { return units_; }  // in plan order
+  const std::vector<LayoutUnit>& units() const { return units_; }     // in plan order
   const std::vector<size_t>& buffer_order() const { return order_; }  // unit indices
-  const std::vector<ParamSlot>& slots() const { return slots_; }  // global offsets
+  const std::vector<ParamSlot>& slots() const { return slots_; }      // global offsets
   const std::vector<ShardRegion>& regions() const { return regions_; }
   size_t unit_of_slot(size_t slot) const { return slot_unit_[slot]; }
   bool sharded() const { return sharded_; }
