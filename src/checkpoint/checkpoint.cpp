@@ -132,6 +132,10 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
                  {"units", units},
                  {"regions", regions},
                  {"slots", slots}};
+  j["replicated"] = replicated_to_json(replicated_entries(engine));
+  ojson aliases = ojson::object();
+  for (const auto& [name, first] : engine.aliases()) aliases[name] = first;
+  j["aliases"] = aliases;
   j["torch_rng_state"] = to_hex(torch_rng_state());
   ojson fj = ojson::array();
   for (size_t r = 0; r < files.size(); ++r) {
@@ -169,6 +173,7 @@ FileDigest write_this_rank(engine::ZeroEngine& engine, const std::string& dir,
                " elements");
     h.sections.push_back({"optim." + name, "F32", 0, shard_bytes, t.data_ptr()});
   }
+  add_replicated_sections(engine, &h);
   h.sections.push_back({"rng_state", "U8", 0, rng.size(), rng.data()});
   return write_rank_file(join(dir, rank_file_name(rank)), h);
 }
@@ -213,6 +218,7 @@ void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
                      info.regions.size() == layout.regions().size(),
                  where, " has ", info.slots.size(), " parameters (", info.numel,
                  " elements), this model has ", layout.slots().size(), " (", layout.numel(), ")");
+  check_replicated_match(info.replicated, engine, where);
   for (size_t i = 0; i < info.regions.size(); ++i) {
     const auto& a = info.regions[i];
     const auto& b = layout.regions()[i];
@@ -284,10 +290,25 @@ RankFileHeader verify_rank_file(const CheckpointInfo& info, engine::ZeroEngine& 
     ZOFF_CHECK_ARG(s.dtype == "F32" && s.bytes == shard_bytes, path, ": section '", n, "' is ",
                    s.dtype, " of ", s.bytes, " bytes, expected F32 of ", shard_bytes);
   }
+  check_replicated_sections(info.replicated, h, path);
   const auto& rng = h.section("rng_state", path);
   ZOFF_CHECK_ARG(rng.bytes == torch_rng_state().size(), path, ": rng_state has ", rng.bytes,
                  " bytes, this LibTorch's generator state has ", torch_rng_state().size());
   return h;
+}
+
+// Frozen parameters and buffers, converted to the engine's dtype where it differs.
+void read_replicated_into(int fd, const std::string& path, const RankFileHeader& h,
+                          const std::vector<ReplicatedEntry>& entries, engine::ZeroEngine& engine) {
+  torch::NoGradGuard no_grad;
+  const auto& r = engine.replicated();
+  std::vector<torch::Tensor> targets;
+  for (const auto* list : {&r.frozen(), &r.buffers()}) {
+    for (const auto& item : *list) targets.push_back(item.second);
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    targets.at(i).copy_(read_replicated(fd, path, h, entries[i]));
+  }
 }
 
 // Reads the verified file straight into the engine's shards (no second copy in memory).
@@ -306,6 +327,7 @@ std::vector<uint8_t> read_into_engine(const CheckpointInfo& info, const RankFile
     };
     fill("master", engine.master_shard());
     for (auto& [name, t] : engine.optimizer_state_shard()) fill("optim." + name, t);
+    read_replicated_into(fd, path, h, info.replicated, engine);
     const auto& s = h.section("rng_state", path);
     rng.resize(s.bytes);
     read_exact(fd, path, h.data_start + s.offset, rng.data(), s.bytes);
@@ -418,6 +440,10 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
           slot.offset >= 0 && slot.numel >= 0 && slot.offset + slot.numel <= info.padded_numel,
           path, ": parameter ", slot.name, " lies outside the layout");
       info.slots.push_back(slot);
+    }
+    info.replicated = replicated_from_json(j.at("replicated"), path);
+    for (const auto& [name, first] : j.at("aliases").items()) {
+      info.aliases.emplace_back(name, first.get<std::string>());
     }
     info.rng_state = from_hex(j.at("torch_rng_state").get<std::string>(), path);
     for (const auto& f : j.at("files")) {

@@ -42,6 +42,8 @@ CheckpointReader::CheckpointReader(const std::string& dir_or_root)
                      ": section 'master' is ", master.dtype, " of ", master.bytes,
                      " bytes, expected F32 of ", shard_bytes);
       master_start_.push_back(h.data_start + master.offset);
+      check_replicated_sections(info_.replicated, h, path);
+      if (r == 0) header0_ = h;
     }
   } catch (...) {
     for (int fd : fds_) ::close(fd);
@@ -91,6 +93,24 @@ const partition::ParamSlot& CheckpointReader::slot(const std::string& name) cons
     if (s.name == name) return s;
   }
   throw UsageError(detail::concat("checkpoint ", info_.dir, " has no parameter '", name, "'"));
+}
+
+torch::Tensor CheckpointReader::read_replicated(const ReplicatedEntry& entry) const {
+  return checkpoint::read_replicated(fds_.front(), paths_.front(), header0_, entry);
+}
+
+torch::Tensor CheckpointReader::read_named(const std::string& name) const {
+  std::string first = name;
+  for (const auto& [alias, target] : info_.aliases) {
+    if (alias == name) first = target;
+  }
+  for (const auto& s : info_.slots) {
+    if (s.name == first) return read_param(s);
+  }
+  for (const auto& e : info_.replicated) {
+    if (e.name == first) return read_replicated(e);
+  }
+  return torch::Tensor();
 }
 
 }  // namespace zoff::checkpoint

@@ -48,6 +48,18 @@ ExportSummary export_safetensors(const std::string& dir_or_root, const std::stri
     offset += bytes;
     summary.elements += s.numel;
   }
+  // Frozen parameters and buffers follow, in their stored dtype. A tied tensor is written
+  // once, under its first name; its other names are listed in the metadata.
+  for (const auto& e : info.replicated) {
+    header[e.name] = {
+        {"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
+    offset += e.bytes;
+  }
+  if (!info.aliases.empty()) {
+    nlohmann::ordered_json aliases = nlohmann::ordered_json::object();
+    for (const auto& [name, first] : info.aliases) aliases[name] = first;
+    header["__metadata__"]["aliases"] = aliases.dump();
+  }
   std::string text = header.dump();
   text.append((kHeaderAlign - text.size() % kHeaderAlign) % kHeaderAlign, ' ');
   const uint64_t n = text.size();
@@ -65,8 +77,12 @@ ExportSummary export_safetensors(const std::string& dir_or_root, const std::stri
     const auto t = reader.read_param(s);
     out.write(t.data_ptr<float>(), static_cast<size_t>(s.numel) * sizeof(float));
   }
+  for (const auto& e : info.replicated) {
+    const auto t = reader.read_replicated(e);
+    out.write(t.data_ptr(), static_cast<size_t>(e.bytes));
+  }
   summary.checkpoint_dir = info.dir;
-  summary.tensors = static_cast<int64_t>(slots.size());
+  summary.tensors = static_cast<int64_t>(slots.size() + info.replicated.size());
   summary.file_bytes = out.bytes();
   out.commit();
   return summary;

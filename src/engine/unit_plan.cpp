@@ -40,11 +40,14 @@ size_t find_root(std::vector<size_t>& parent, size_t i) {
 
 UnitPlan plan_units(torch::nn::Module& root) {
   UnitPlan plan;
-  std::unordered_map<Impl, size_t> index;  // trainable tensor -> index in plan.trainable
-  std::set<Impl> seen;
+  std::unordered_map<Impl, size_t> index;      // trainable tensor -> index in plan.trainable
+  std::unordered_map<Impl, std::string> seen;  // tensor -> its first name
   for (auto& item : root.named_parameters(/*recurse=*/true)) {
     Impl impl = item.value().unsafeGetTensorImpl();
-    if (!seen.insert(impl).second) continue;  // a tied weight's second name
+    if (auto [it, fresh] = seen.emplace(impl, item.key()); !fresh) {
+      plan.aliases.emplace_back(item.key(), it->second);  // a tied weight's second name
+      continue;
+    }
     if (item.value().requires_grad()) {
       index.emplace(impl, plan.trainable.size());
       plan.trainable.emplace_back(item.key(), item.value());
@@ -53,8 +56,10 @@ UnitPlan plan_units(torch::nn::Module& root) {
     }
   }
   for (auto& item : root.named_buffers(/*recurse=*/true)) {
-    if (seen.insert(item.value().unsafeGetTensorImpl()).second) {
+    if (auto [it, fresh] = seen.emplace(item.value().unsafeGetTensorImpl(), item.key()); fresh) {
       plan.buffers.emplace_back(item.key(), item.value());
+    } else {
+      plan.aliases.emplace_back(item.key(), it->second);
     }
   }
 

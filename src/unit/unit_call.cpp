@@ -20,6 +20,8 @@ torch::Tensor with_unit(torch::nn::Module& module, const std::function<torch::Te
   // The gradient of the output arrives before any backward node of the unit runs: the
   // moment to have the parameters whole again (what FSDP's pre-backward hook does).
   if (out.defined() && out.requires_grad()) {
+    // A hook on a leaf (fn returned a parameter itself) would stay for good: hook a view.
+    if (out.is_leaf()) out = out.view_as(out);
     const torch::nn::Module* m = &module;
     out.register_hook([hooks, m](const torch::Tensor& grad) {
       hooks->before_backward(*m);

@@ -28,11 +28,15 @@ void install_hooks(torch::nn::Module& root, UnitHooks* hooks) {
   ZOFF_CHECK(hooks != nullptr, "install_hooks: no hooks");
   auto& r = registry();
   std::unique_lock<std::shared_mutex> lock(r.mutex);
-  for (const auto& m : root.modules(/*include_self=*/true)) {
-    auto [it, inserted] = r.hooks.emplace(m.get(), hooks);
-    ZOFF_CHECK_ARG(inserted || it->second == hooks, "module ", m->name(),
+  const auto modules = root.modules(/*include_self=*/true);
+  // All or nothing: a half-done install would leave modules pointing at hooks whose owner
+  // (an engine whose constructor threw) is gone.
+  for (const auto& m : modules) {
+    auto it = r.hooks.find(m.get());
+    ZOFF_CHECK_ARG(it == r.hooks.end() || it->second == hooks, "module ", m->name(),
                    " already belongs to another zoff engine: one engine per model");
   }
+  for (const auto& m : modules) r.hooks[m.get()] = hooks;
 }
 
 void remove_hooks(torch::nn::Module& root) {

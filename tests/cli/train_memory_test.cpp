@@ -1,4 +1,5 @@
-// The `mem` bytes `zoff train` logs per step, against the fp32 ZeRO table (params, grads, optim).
+// The `mem` bytes `zoff train` logs per step, against the fp32 ZeRO table (params, grads, optim),
+// stages 0-3.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -21,6 +22,10 @@ constexpr uint64_t kSeed = 1;
 constexpr double kParamBytes = 4;
 constexpr double kGradBytes = 4;
 constexpr double kOptimBytes = 8;
+// Stages 1 and 2 in fp32 also keep an fp32 master shard: the optimizer updates one
+// contiguous shard space, and the whole parameters' pieces of it are not contiguous.
+// (Stage 0's master is the parameters themselves, stage 3's is its parameter shard.)
+constexpr double kMasterBytes = 4;
 
 struct MemCase {
   int stage;
@@ -36,6 +41,8 @@ std::vector<nlohmann::json> run_logged(const TempDir& dir, const std::string& ta
                                        int world, bool reference, ProcessResult* process) {
   nlohmann::json config = example_config("test_mlp_exact.json");
   config["zero_optimization"]["stage"] = stage;
+  // Stage 3: every unit released after use, so the logged parameters are the shards.
+  config["zero_optimization"]["stage3_param_persistence_threshold"] = 0;
   TrainJob job;
   job.config_path = dir.file(tag + ".json");
   job.log_path = dir.file(tag + ".jsonl");
@@ -74,9 +81,11 @@ TEST_P(TrainMemory, LoggedBytesFollowTheZeroTable) {
   ASSERT_EQ(run.exit_code, 0) << describe(run);
   ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps));
   const double n = world;
-  const double want_params = kParamBytes * psi;
+  const double want_params = stage == 3 ? kParamBytes * psi / n : kParamBytes * psi;
   const double want_grads = stage >= 2 ? kGradBytes * psi / n : kGradBytes * psi;
-  const double want_optim = stage >= 1 ? kOptimBytes * psi / n : kOptimBytes * psi;
+  const double want_optim = stage == 0   ? kOptimBytes * psi
+                            : stage == 3 ? kOptimBytes * psi / n
+                                         : (kOptimBytes + kMasterBytes) * psi / n;
   for (const auto& s : steps) {
     const auto& mem = s.at("mem");
     const double params = mem.at("params").get<double>();
@@ -98,7 +107,8 @@ TEST_P(TrainMemory, LoggedBytesFollowTheZeroTable) {
 INSTANTIATE_TEST_SUITE_P(Mlp, TrainMemory,
                          testing::Values(MemCase{0, 1}, MemCase{0, 2}, MemCase{0, 3}, MemCase{1, 1},
                                          MemCase{1, 2}, MemCase{1, 3}, MemCase{2, 1}, MemCase{2, 2},
-                                         MemCase{2, 3}),
+                                         MemCase{2, 3}, MemCase{3, 1}, MemCase{3, 2},
+                                         MemCase{3, 3}),
                          case_name);
 
 }  // namespace

@@ -1,5 +1,7 @@
 // A user's LibTorch model (BatchNorm, a frozen embedding, tied weights) trained by the
 // engine at stages 0-3 against plain LibTorch AdamW over the same micro-batches.
+#include "user_model.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -13,53 +15,12 @@
 namespace zoff::engine {
 namespace {
 
+using testing::kVocab;
+using testing::make_user_model;
+using testing::UserModel;
+
 constexpr int kSteps = 8;
 constexpr int64_t kGlobal = 12;
-constexpr int64_t kVocab = 20;
-constexpr uint64_t kSeed = 11;
-
-// x -> a -> tanh -> tied (a's weight, transposed) -> tanh: the same tensor registered twice.
-struct TiedDecoderImpl : torch::nn::Module {
-  explicit TiedDecoderImpl(torch::Tensor w) { weight = register_parameter("weight", w); }
-  torch::Tensor forward(const torch::Tensor& x) { return torch::matmul(x, weight); }  // [B, 8]
-  torch::Tensor weight;
-};
-TORCH_MODULE(TiedDecoder);
-
-// tokens [B] -> frozen embedding [B, 8] -> Linear a [B, 12] -> BatchNorm1d -> tanh
-//   -> tied decoder [B, 8] -> tanh -> head [B, 3]
-struct UserModelImpl : torch::nn::Module {
-  explicit UserModelImpl(bool marked) : marked_(marked) {
-    emb = register_module("emb", torch::nn::Embedding(kVocab, 8));
-    emb->weight.set_requires_grad(false);
-    a = register_module("a", torch::nn::Linear(8, 12));
-    bn = register_module("bn", torch::nn::BatchNorm1d(12));
-    dec = register_module("dec", TiedDecoder(a->weight));
-    head = register_module("head", torch::nn::Linear(8, 3));
-  }
-  template <typename M>
-  torch::Tensor run(M& m, const torch::Tensor& x) {
-    return marked_ ? zoff::unit_forward(m, x) : m->forward(x);
-  }
-  torch::Tensor forward(const torch::Tensor& tokens) {
-    auto x = emb(tokens).to(a->weight.scalar_type());
-    x = torch::tanh(run(bn, run(a, x)));
-    x = torch::tanh(run(dec, x));
-    return run(head, x);
-  }
-  torch::nn::Embedding emb{nullptr};
-  torch::nn::Linear a{nullptr}, head{nullptr};
-  torch::nn::BatchNorm1d bn{nullptr};
-  TiedDecoder dec{nullptr};
-  bool marked_;
-};
-TORCH_MODULE(UserModel);
-
-UserModel make_user_model(bool marked = true) {
-  torch::manual_seed(kSeed);
-  return UserModel(marked);
-}
-
 std::pair<torch::Tensor, torch::Tensor> batch(int64_t step) {
   auto gen = torch::make_generator<torch::CPUGeneratorImpl>(500 + step);
   return {torch::randint(kVocab, {kGlobal}, gen), torch::randint(3, {kGlobal}, gen)};

@@ -10,12 +10,17 @@
 namespace zoff {
 namespace {
 
-// Records the calls an engine would get.
+// Records the calls an engine would get, and which module each was for.
 struct RecordingHooks : unit::UnitHooks {
   std::vector<std::string> calls;
-  void before_forward(const torch::nn::Module&) override { calls.push_back("before"); }
-  void after_forward(const torch::nn::Module&) override { calls.push_back("after"); }
-  void before_backward(const torch::nn::Module&) override { calls.push_back("backward"); }
+  std::vector<const torch::nn::Module*> modules;
+  void before_forward(const torch::nn::Module& m) override { record("before", m); }
+  void after_forward(const torch::nn::Module& m) override { record("after", m); }
+  void before_backward(const torch::nn::Module& m) override { record("backward", m); }
+  void record(const char* call, const torch::nn::Module& m) {
+    calls.push_back(call);
+    modules.push_back(&m);
+  }
 };
 
 TEST(UnitCall, WithoutHooksItIsThePlainForward) {
@@ -33,6 +38,7 @@ TEST(UnitCall, HooksRunAroundForwardAndBeforeBackward) {
   EXPECT_EQ(hooks.calls, (std::vector<std::string>{"before", "after"}));
   y.sum().backward();
   EXPECT_EQ(hooks.calls, (std::vector<std::string>{"before", "after", "backward"}));
+  for (const auto* m : hooks.modules) EXPECT_EQ(m, lin.get());
   {
     torch::NoGradGuard no_grad;  // no backward to prepare for
     unit_forward(lin, torch::randn({4, 3}));

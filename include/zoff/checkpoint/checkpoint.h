@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "zoff/checkpoint/replicated_sections.h"
 #include "zoff/engine/zero_engine.h"
 #include "zoff/partition/flat_layout.h"
 #include "zoff/partition/model_layout.h"
@@ -14,7 +15,8 @@ namespace zoff::checkpoint {
 
 // A checkpoint is a directory:
 //   rank_<r>.bin  one per rank, see rank_file.h: that rank's shard of the fp32 parameters
-//                 and of every optimizer state, and its LibTorch CPU RNG state
+//                 and of every optimizer state, a copy of the frozen parameters and
+//                 buffers (replicated_sections.h), and its LibTorch CPU RNG state
 //   meta.json     written last by rank 0; its presence means the checkpoint is complete.
 //                 Holds the format version, step, world size, ZeRO stage, config, model,
 //                 preset, seed, flat layout, optimizer type and state names, data position,
@@ -58,8 +60,12 @@ struct CheckpointInfo {
   std::string optimizer_type;
   std::vector<std::string> state_names;  // optimizer state buffers, in file order
   std::vector<partition::ParamSlot> slots;
-  int64_t numel = 0;               // parameters (elements)
-  int64_t padded_numel = 0;        // numel rounded up to a multiple of world_size
+  // Frozen parameters and buffers (every rank file holds them), and the second names of
+  // tied tensors: (name, first name).
+  std::vector<ReplicatedEntry> replicated;
+  std::vector<std::pair<std::string, std::string>> aliases;
+  int64_t numel = 0;         // parameters (elements)
+  int64_t padded_numel = 0;  // numel rounded up to a multiple of world_size
   // How the flat buffer splits into the ranks' shard spaces (see partition::ShardRegion).
   std::vector<partition::ShardRegion> regions;
   std::vector<uint8_t> rng_state;  // LibTorch's default CPU generator: rank 0's at save, this

@@ -36,11 +36,19 @@ class CheckpointReader {
   // The slot named `name`; a missing one is a zoff::UsageError.
   const partition::ParamSlot& slot(const std::string& name) const;
 
+  // A frozen parameter or buffer as a new tensor of its stored dtype (from rank 0's file).
+  torch::Tensor read_replicated(const ReplicatedEntry& entry) const;
+  // Any tensor a module registers, by name: a trainable parameter (fp32), a tied second
+  // name (its first name's values), a frozen parameter or a buffer (stored dtype).
+  // nullptr-like (undefined) when the checkpoint has no such name.
+  torch::Tensor read_named(const std::string& name) const;
+
  private:
   CheckpointInfo info_;
   std::vector<int> fds_;  // one open descriptor per rank file
   std::vector<std::string> paths_;
   std::vector<uint64_t> master_start_;  // bytes: file offset of each rank's "master" section
+  RankFileHeader header0_;              // rank 0's: where its replicated sections are
 };
 
 }  // namespace zoff::checkpoint

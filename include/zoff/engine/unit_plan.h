@@ -20,6 +20,8 @@ struct UnitPlan {
   // each once: kept whole on every rank, never sharded.
   std::vector<std::pair<std::string, torch::Tensor>> frozen;
   std::vector<std::pair<std::string, torch::Tensor>> buffers;
+  // Second names of tied tensors: (name, the first name it was registered under).
+  std::vector<std::pair<std::string, std::string>> aliases;
   // Units over `trainable`: by default one per top-level child module that holds
   // trainable parameters, one per element of a top-level ModuleList, Sequential or
   // ModuleDict (a transformer block), and one for parameters of the root itself. Units

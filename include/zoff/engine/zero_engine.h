@@ -100,6 +100,8 @@ class ZeroEngine {
   const LossScaler* loss_scaler() const { return scaler_.get(); }
   LossScaler* loss_scaler() { return scaler_.get(); }
   const ReplicatedStates& replicated() const { return *replicated_; }
+  // Tied tensors' second names: (name, first name).
+  const std::vector<std::pair<std::string, std::string>>& aliases() const { return plan_.aliases; }
   // Stage 3 only (else nullptr): unit states and the live-parameter bound.
   const UnitGatherer* gatherer() const { return gatherer_.get(); }
 
