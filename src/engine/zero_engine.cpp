@@ -201,6 +201,8 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
       micro_ < config_.gradient_accumulation_steps, "engine.backward called ", micro_ + 1,
       " times before step(); gradient_accumulation_steps = ", config_.gradient_accumulation_steps);
   const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
+  if (micro_ == 0) meter_.reset();
+  meter_.sample_before_backward();
   reducer_->begin_backward(boundary);
   if (gatherer_) gatherer_->begin_backward();
   try {
@@ -219,6 +221,7 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
   }
   reducer_->end_backward();
   if (gatherer_) gatherer_->end_backward();
+  meter_.mark_baseline();
   ++micro_;
 }
 
@@ -295,6 +298,7 @@ void ZeroEngine::finish_step() {
   replicated_->broadcast_buffers();
   reducer_->zero_grads();
   micro_ = 0;
+  meter_.mark_baseline();
 }
 
 // Where the fused pass writes the 16-bit copy of the updated master.
@@ -385,6 +389,7 @@ MemoryStats ZeroEngine::memory() const {
   const bool master_counted = master_is_params_;  // counted as the parameters
   tier.master = master_counted ? 0 : static_cast<size_t>(master_.numel()) * sizeof(float);
   tier.optim = optimizer_->state_bytes();
+  m.activations = meter_.kept_bytes();
   return m;
 }
 

@@ -44,6 +44,13 @@ std::string StepLog::to_json(const StepRecord& r) {
               {"buffers", r.mem.buffers()},
               {"compute", tier_json(r.mem.compute)},
               {"offload", tier_json(r.mem.offload)}};
+  // Not model state: bytes forward kept for backward, measured from the CPU allocator.
+  j["mem"]["activations"] = r.mem.activations;
+  if (r.mem.live_unit_bytes > 0 || r.mem.peak_live_bytes > 0) {
+    // Stage 3 (summaries, like the flat keys above: part of compute.params, not extra).
+    j["mem"]["live_units"] = r.mem.live_unit_bytes;
+    j["mem"]["peak_live_units"] = r.mem.peak_live_bytes;
+  }
   return j.dump();
 }
 

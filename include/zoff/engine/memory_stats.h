@@ -26,6 +26,9 @@ struct MemoryStats {
   // stage3_max_live_parameters plus one unit).
   size_t live_unit_bytes = 0;
   size_t peak_live_bytes = 0;
+  // Not model state: the bytes the step's forward kept alive for backward (the largest
+  // over its micro-batches), measured from the CPU allocator (activation_meter.h).
+  size_t activations = 0;
   // The summary the logs report: params, grads, optim = master + optimizer states.
   size_t params() const { return compute.params + offload.params; }
   size_t grads() const { return compute.grads + offload.grads; }

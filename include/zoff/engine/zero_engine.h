@@ -10,6 +10,7 @@
 
 #include "zoff/config/config.h"
 #include "zoff/dist/comm.h"
+#include "zoff/engine/activation_meter.h"
 #include "zoff/engine/grad_reducer.h"
 #include "zoff/engine/loss_scaler.h"
 #include "zoff/engine/memory_stats.h"
@@ -164,6 +165,7 @@ class ZeroEngine {
   int64_t step_ = 0;     // optimizer steps, including fp16-skipped ones
   int64_t applied_ = 0;  // steps that updated the parameters (drives the lr schedule)
   int micro_ = 0;
+  ActivationMeter meter_;
   // Delayed parameter update: the gradient copy and 16-bit output the background update
   // owns, and the update itself.
   bool dpu_ = false;
