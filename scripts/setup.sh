@@ -17,6 +17,7 @@ PACKAGES=(
   fortunes                # text corpus for the gpt example
   dataset-fashion-mnist   # images for the cnn example
   procps                  # ps/pkill used by launcher tests
+  time                    # /usr/bin/time -v: peak RSS in scripts/bench_stage3.sh
   chromium                # headless rendering test of `zoff report` pages
 )
 
