@@ -4,19 +4,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "partition/partition_test_support.h"
 #include "zoff/core/error.h"
 #include "zoff/partition/flat_buffer.h"
 
 namespace zoff::partition {
 namespace {
 
-std::vector<std::pair<std::string, torch::Tensor>> make_params(const std::vector<int64_t>& sizes) {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    out.emplace_back("p" + std::to_string(i), torch::randn({sizes[i]}));
-  }
-  return out;
-}
+using testing::make_params;
 
 TEST(FlatLayout, PacksInReverseOrderAndPadsToWorldSize) {
   auto params = make_params({5, 3, 7});  // 15 elements

@@ -4,18 +4,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "partition/partition_test_support.h"
 #include "zoff/core/error.h"
 
 namespace zoff::partition {
 namespace {
 
-std::vector<std::pair<std::string, torch::Tensor>> make_params(const std::vector<int64_t>& sizes) {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    out.emplace_back("p" + std::to_string(i), torch::randn({sizes[i]}));
-  }
-  return out;
-}
+using testing::make_params;
 
 // Units {p0, p1}, {p2}, {p3, p4, p5}: 12, 30, 15 elements.
 std::vector<UnitSpec> three_units() { return {{"a", {0, 1}}, {"b", {2}}, {"c", {3, 4, 5}}}; }
