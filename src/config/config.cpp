@@ -293,14 +293,49 @@ void warn_unused(Section& s, const std::vector<std::pair<const char*, const char
   }
 }
 
+// offload_optimizer: where the optimizer state and its step live (needs stage >= 1).
+void parse_offload_optimizer(Section& z, ZeroConfig& zc) {
+  std::optional<Section> off = z.section("offload_optimizer");
+  if (!off) return;
+  auto any = [](bool) { return true; };
+  OffloadConfig& oc = zc.offload_optimizer;
+  read_checked(
+      off->string("device"), &oc.device, *off, "device",
+      [](const std::string& d) { return d == "none" || d == "cpu" || d == "nvme"; },
+      "must be \"none\", \"cpu\" or \"nvme\"");
+  read_checked(off->boolean("pin_memory"), &oc.pin_memory, *off, "pin_memory", any, "");
+  read_checked(
+      off->string("nvme_path"), &oc.nvme_path, *off, "nvme_path",
+      [](const std::string&) { return true; }, "");
+  if (std::optional<Section> dpu = off->section("delayed_param_update")) {
+    read_checked(dpu->boolean("enabled"), &oc.delayed_param_update, *dpu, "enabled", any, "");
+    read_checked(
+        dpu->integer("warmup_steps"), &oc.dpu_warmup_steps, *dpu, "warmup_steps",
+        [](int64_t v) { return v >= 0; }, "must be >= 0 (steps)");
+    if (oc.delayed_param_update && oc.device != "cpu") {
+      fail(dpu->path_of("enabled"), json(true), "needs offload_optimizer.device = \"cpu\"");
+    }
+    dpu->warn_unknown();
+  }
+  if (oc.device == "nvme" && oc.nvme_path.empty()) {
+    fail(off->path_of("device"), json(oc.device),
+         "needs zero_optimization.offload_optimizer.nvme_path");
+  }
+  if (oc.device != "none" && zc.stage == 0) {
+    fail(off->path_of("device"), json(oc.device), "needs zero_optimization.stage >= 1");
+  }
+  off->warn_unknown();
+}
+
 void parse_offload_param(Section& z, ZeroConfig& zc, std::vector<std::string>& warnings) {
   std::optional<Section> op = z.section("offload_param");
   if (!op) return;
   auto any = [](bool) { return true; };
+  // "nvme" passes the first check so that it gets its own message.
   read_checked(
       op->string("device"), &zc.offload_param.device, *op, "device",
       [](const std::string& d) { return d == "none" || d == "cpu" || d == "nvme"; },
-      "must be \"none\", \"cpu\" or \"nvme\"");
+      "must be \"none\" or \"cpu\"");
   if (zc.offload_param.device == "nvme") {
     fail(op->path_of("device"), json("nvme"),
          "parameter offload to NVMe is not implemented yet (use \"cpu\" or \"none\")");
@@ -380,35 +415,7 @@ void parse_zero(Section& top, Config& c) {
   read_checked(z->boolean("overlap_comm"), &zc.overlap_comm, *z, "overlap_comm", any, "");
   read_checked(z->boolean("contiguous_gradients"), &zc.contiguous_gradients, *z,
                "contiguous_gradients", any, "");
-  if (std::optional<Section> off = z->section("offload_optimizer")) {
-    OffloadConfig& oc = zc.offload_optimizer;
-    read_checked(
-        off->string("device"), &oc.device, *off, "device",
-        [](const std::string& d) { return d == "none" || d == "cpu" || d == "nvme"; },
-        "must be \"none\", \"cpu\" or \"nvme\"");
-    read_checked(off->boolean("pin_memory"), &oc.pin_memory, *off, "pin_memory", any, "");
-    read_checked(
-        off->string("nvme_path"), &oc.nvme_path, *off, "nvme_path",
-        [](const std::string&) { return true; }, "");
-    if (std::optional<Section> dpu = off->section("delayed_param_update")) {
-      read_checked(dpu->boolean("enabled"), &oc.delayed_param_update, *dpu, "enabled", any, "");
-      read_checked(
-          dpu->integer("warmup_steps"), &oc.dpu_warmup_steps, *dpu, "warmup_steps",
-          [](int64_t v) { return v >= 0; }, "must be >= 0 (steps)");
-      if (oc.delayed_param_update && oc.device != "cpu") {
-        fail(dpu->path_of("enabled"), json(true), "needs offload_optimizer.device = \"cpu\"");
-      }
-      dpu->warn_unknown();
-    }
-    if (oc.device == "nvme" && oc.nvme_path.empty()) {
-      fail(off->path_of("device"), json(oc.device),
-           "needs zero_optimization.offload_optimizer.nvme_path");
-    }
-    if (oc.device != "none" && zc.stage == 0) {
-      fail(off->path_of("device"), json(oc.device), "needs zero_optimization.stage >= 1");
-    }
-    off->warn_unknown();
-  }
+  parse_offload_optimizer(*z, zc);
   z->warn_unknown();
 }
 

@@ -44,6 +44,11 @@ GradReducer::GradReducer(const partition::ModelLayout& layout, std::vector<torch
   unit_ready_.assign(layout_.units().size(), 0);
   slot_seen_.assign(layout_.slots().size(), false);
 
+  allocate_grad_buffers();
+  register_hooks();
+}
+
+void GradReducer::allocate_grad_buffers() {
   const auto device = params_.front().device();
   if (options_.mode == GradMode::kReduceScatterEveryMicroBatch) {
     auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(options_.shard_device);
@@ -73,7 +78,9 @@ GradReducer::GradReducer(const partition::ModelLayout& layout, std::vector<torch
       reduced_owned_ = true;
     }
   }
+}
 
+void GradReducer::register_hooks() {
   // A post-hook on each parameter's gradient accumulator fires once per backward, after
   // the gradient has been accumulated into .grad. We hold the accumulators: autograd
   // keeps only a weak reference, and a new accumulator would not have our hook.

@@ -141,25 +141,6 @@ struct BadConfig {
 const BadConfig kBadConfigs[] = {
     {"stage_out_of_range", R"({"train_batch_size": 4, "zero_optimization": {"stage": 7}})",
      "zero_optimization.stage = 7: must be 0, 1, 2 or 3"},
-    {"param_offload_nvme",
-     R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})",
-     "zero_optimization.offload_param.device = \"nvme\": parameter offload to NVMe is not "
-     "implemented yet"},
-    {"param_offload_below_stage3",
-     R"({"train_batch_size": 4, "zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})",
-     "zero_optimization.offload_param.device = \"cpu\": needs zero_optimization.stage = 3"},
-    {"param_offload_gpu",
-     R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "offload_param": {"device": "gpu"}}})",
-     "zero_optimization.offload_param.device = \"gpu\""},
-    {"negative_live_params",
-     R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "stage3_max_live_parameters": 0}})",
-     "zero_optimization.stage3_max_live_parameters = 0: must be > 0"},
-    {"negative_prefetch",
-     R"({"train_batch_size": 4, "zero_optimization": {"stage3_prefetch_bucket_size": -1}})",
-     "zero_optimization.stage3_prefetch_bucket_size = -1: must be >= 0"},
-    {"activation_checkpointing_not_object",
-     R"({"train_batch_size": 4, "activation_checkpointing": true})",
-     "activation_checkpointing = true: must be a JSON object"},
     {"stage_wrong_type", R"({"train_batch_size": 4, "zero_optimization": {"stage": "two"}})",
      "zero_optimization.stage = \"two\": must be an integer"},
     {"negative_lr",
@@ -253,48 +234,6 @@ INSTANTIATE_TEST_SUITE_P(Config, BadConfigTest, ::testing::ValuesIn(kBadConfigs)
                          [](const ::testing::TestParamInfo<BadConfig>& info) {
                            return std::string(info.param.name);
                          });
-
-TEST(Config, StageThreeKeysAndDefaults) {
-  auto d = parse_config(R"({"train_batch_size": 4})", 1);
-  EXPECT_EQ(d.zero.stage3_prefetch_bucket_size, 50000000);
-  EXPECT_EQ(d.zero.stage3_max_live_parameters, 1000000000);
-  EXPECT_EQ(d.zero.stage3_param_persistence_threshold, 100000);
-  EXPECT_EQ(d.zero.offload_param.device, "none");
-  EXPECT_FALSE(d.activation_checkpointing);
-  auto c = parse_config(R"({"train_batch_size": 4, "zero_optimization": {"stage": 3,
-      "stage3_prefetch_bucket_size": 5e6, "stage3_max_live_parameters": 1000,
-      "stage3_param_persistence_threshold": 0,
-      "offload_param": {"device": "cpu", "pin_memory": true}}})",
-                        1);
-  EXPECT_EQ(c.zero.stage, 3);
-  EXPECT_EQ(c.zero.stage3_prefetch_bucket_size, 5000000);
-  EXPECT_EQ(c.zero.stage3_max_live_parameters, 1000);
-  EXPECT_EQ(c.zero.stage3_param_persistence_threshold, 0);
-  EXPECT_EQ(c.zero.offload_param.device, "cpu");
-  EXPECT_TRUE(c.zero.offload_param.pin_memory);
-  EXPECT_TRUE(c.warnings.empty());
-}
-
-TEST(Config, DeepSpeedKeysZoffDoesNotUseWarnOnceEach) {
-  auto c = parse_config(R"({"train_batch_size": 4, "zero_optimization": {"stage": 3,
-      "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": true,
-      "sub_group_size": 1e9}, "activation_checkpointing": {"partition_activations": false,
-      "cpu_checkpointing": true, "bogus": 1}})",
-                        1);
-  EXPECT_TRUE(c.activation_checkpointing);
-  ASSERT_EQ(c.warnings.size(), 6u);
-  for (const char* key :
-       {"zero_optimization.stage3_max_reuse_distance is not used by zoff",
-        "zero_optimization.stage3_gather_16bit_weights_on_model_save is not used by zoff",
-        "zero_optimization.sub_group_size is not used by zoff",
-        "activation_checkpointing.partition_activations is not used by zoff",
-        "activation_checkpointing.cpu_checkpointing is not used by zoff",
-        "unknown key 'activation_checkpointing.bogus'"}) {
-    int found = 0;
-    for (const auto& w : c.warnings) found += w.find(key) != std::string::npos;
-    EXPECT_EQ(found, 1) << key;
-  }
-}
 
 TEST(Config, BadWorldSizeIsUsageError) {
   EXPECT_THROW(parse_config(R"({"train_batch_size": 4})", 0), UsageError);

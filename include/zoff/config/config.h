@@ -90,13 +90,15 @@ struct Config {
 //  - scheduler.params.warmup_max_lr defaults to optimizer.params.lr (DeepSpeed: 0.001).
 //  - optimizer type "Adam" is plain Adam (L2 weight decay) unless params.adam_w_mode is true;
 //    DeepSpeed's own default for adam_w_mode is true.
-//  - offload_optimizer needs stage >= 1, offload_param stage 3; device "nvme" is refused
-//    for parameters (not implemented yet). DeepSpeed keys zoff does not use are accepted with
-//    a warning saying what zoff does instead.
+//  - offload_optimizer needs stage >= 1, offload_param (device other than "none") stage 3;
+//    device "nvme" is refused for parameters (not implemented yet). DeepSpeed keys zoff does
+//    not use (stage-3 and activation_checkpointing tuning) are accepted with a warning saying
+//    what zoff does instead.
 //  - duplicate keys in one object are an error (as in DeepSpeed), unknown keys a warning.
 // Per-optimizer defaults when a param is absent follow torch: lr 1e-3 (adam/adamw),
 // 1e-2 (adagrad), required (sgd); eps 1e-8, 1e-10 for adagrad. Any bad value throws
-// zoff::UsageError naming the key, e.g. "config: zero_optimization.stage = 7: must be 0, 1, 2 or 3".
+// zoff::UsageError naming the key and value, e.g.
+// "config: zero_optimization.stage = 7: must be 0, 1, 2 or 3".
 Config parse_config(const std::string& json_text, int world_size);
 // Reads and parses a file; a missing/unreadable file is a UsageError naming the path.
 Config load_config(const std::string& path, int world_size);

@@ -73,6 +73,8 @@ class GradReducer {
 
  private:
   struct Pending;  // a collective in flight and where its result goes
+  void allocate_grad_buffers();
+  void register_hooks();
   void on_grad_ready(size_t slot);
   void stage_grad(size_t slot, const torch::Tensor& grad);
   void launch(size_t bucket);
