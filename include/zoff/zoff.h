@@ -12,3 +12,6 @@
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/partition/flat_buffer.h"
 #include "zoff/partition/flat_layout.h"
+#include "zoff/partition/model_layout.h"
+#include "zoff/unit/activation_checkpoint.h"
+#include "zoff/unit/unit_call.h"

@@ -103,7 +103,7 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
     auto run = [block](const torch::Tensor& h) {
       return zoff::with_unit(*block, [&] { return block->as<GptBlockImpl>()->forward(h); });
     };
-    x = activation_checkpointing_ ? zoff::checkpoint(run, x) : run(x);
+    x = activation_checkpointing_ ? zoff::activation_checkpoint(run, x) : run(x);
   }
   x = zoff::unit_forward(ln_f, x);
   // Tied head: logits = x @ wte^T, read from the registered weight at every call.

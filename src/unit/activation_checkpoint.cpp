@@ -48,8 +48,9 @@ class RngStateRestorer {
 };
 
 torch::Tensor checked_output(torch::Tensor out) {
-  ZOFF_CHECK_ARG(out.defined(),
-                 "zoff::checkpoint: the checkpointed function returned an undefined tensor");
+  ZOFF_CHECK_ARG(
+      out.defined(),
+      "zoff::activation_checkpoint: the checkpointed function returned an undefined tensor");
   return out;
 }
 
@@ -78,7 +79,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     // The recomputation's backward accumulates into every leaf it reaches: an outer
     // torch::autograd::grad, or backward with `inputs`, would get wrong .grad elsewhere.
     ZOFF_CHECK_ARG(torch::autograd::Engine::get_default_engine().is_checkpoint_valid(),
-                   "zoff::checkpoint: backward through a checkpoint must be a plain "
+                   "zoff::activation_checkpoint: backward through a checkpoint must be a plain "
                    "tensor.backward() (not torch::autograd::grad, nor backward with `inputs`)");
     auto* state = static_cast<CheckpointState*>(ctx->saved_data["state"].toCapsule().get());
     // A fresh leaf: the recomputed graph ends here, and its .grad is the input's gradient.
@@ -97,9 +98,9 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
 
 }  // namespace
 
-torch::Tensor checkpoint(CheckpointedFn fn, const torch::Tensor& input) {
-  ZOFF_CHECK_ARG(static_cast<bool>(fn), "zoff::checkpoint: the function is empty");
-  ZOFF_CHECK_ARG(input.defined(), "zoff::checkpoint: the input tensor is undefined");
+torch::Tensor activation_checkpoint(CheckpointedFn fn, const torch::Tensor& input) {
+  ZOFF_CHECK_ARG(static_cast<bool>(fn), "zoff::activation_checkpoint: the function is empty");
+  ZOFF_CHECK_ARG(input.defined(), "zoff::activation_checkpoint: the input tensor is undefined");
   if (!torch::GradMode::is_enabled()) return checked_output(fn(input));
   auto state = c10::make_intrusive<CheckpointState>();
   state->fn = std::move(fn);

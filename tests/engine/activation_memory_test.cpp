@@ -28,7 +28,7 @@ struct DeepImpl : torch::nn::Module {
       auto run = [block](const torch::Tensor& h) {
         return h + zoff::with_unit(*block, [&] { return block->forward(h); });
       };
-      x = checkpointed_ ? zoff::checkpoint(run, x) : run(x);
+      x = checkpointed_ ? zoff::activation_checkpoint(run, x) : run(x);
     }
     return x;
   }

@@ -16,7 +16,7 @@ struct TwiceImpl : torch::nn::Module {
   TwiceImpl() { lin = register_module("lin", torch::nn::Linear(4, 4)); }
   torch::Tensor forward(const torch::Tensor& x) {
     auto f = [this](const torch::Tensor& h) { return torch::tanh(lin(h)); };
-    return zoff::checkpoint(f, zoff::checkpoint(f, x));
+    return zoff::activation_checkpoint(f, zoff::activation_checkpoint(f, x));
   }
   torch::nn::Linear lin{nullptr};
 };

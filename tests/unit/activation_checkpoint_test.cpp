@@ -131,14 +131,14 @@ TEST(ActivationCheckpoint, RunsTheFunctionAgainOnlyInBackward) {
     return x.sin();
   };
   auto x = torch::randn({3}, torch::requires_grad());
-  auto y = checkpoint(fn, x);
+  auto y = activation_checkpoint(fn, x);
   EXPECT_EQ(calls, 1);
   EXPECT_TRUE(torch::equal(y, x.sin()));
   y.sum().backward();
   EXPECT_EQ(calls, 2);
   EXPECT_TRUE(torch::allclose(x.grad(), x.cos()));
   torch::NoGradGuard no_grad;  // evaluation: no backward, nothing saved
-  const auto z = checkpoint(fn, x);
+  const auto z = activation_checkpoint(fn, x);
   EXPECT_EQ(calls, 3);
   EXPECT_FALSE(z.requires_grad());
 }
@@ -193,13 +193,14 @@ TEST(ActivationCheckpoint, BadUseIsAUsageErrorNamingTheProblem) {
   auto identity = [](const torch::Tensor& x) { return x; };
   auto undefined = [](const torch::Tensor&) { return torch::Tensor(); };
   auto x = torch::randn({2}, torch::requires_grad());
-  EXPECT_THAT(usage_error([&] { checkpoint(identity, torch::Tensor()); }),
+  EXPECT_THAT(usage_error([&] { activation_checkpoint(identity, torch::Tensor()); }),
               HasSubstr("input tensor is undefined"));
-  EXPECT_THAT(usage_error([&] { checkpoint(nullptr, x); }), HasSubstr("function is empty"));
-  EXPECT_THAT(usage_error([&] { checkpoint(undefined, x); }),
+  EXPECT_THAT(usage_error([&] { activation_checkpoint(nullptr, x); }),
+              HasSubstr("function is empty"));
+  EXPECT_THAT(usage_error([&] { activation_checkpoint(undefined, x); }),
               HasSubstr("returned an undefined tensor"));
   torch::NoGradGuard no_grad;
-  EXPECT_THAT(usage_error([&] { checkpoint(undefined, x); }),
+  EXPECT_THAT(usage_error([&] { activation_checkpoint(undefined, x); }),
               HasSubstr("returned an undefined tensor"));
 }
 

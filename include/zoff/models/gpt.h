@@ -61,7 +61,7 @@ class GptImpl : public torch::nn::Module {
 
   const GptConfig& config() const { return config_; }
   // Activation checkpointing: each block's activations are recomputed in backward instead
-  // of kept (zoff::checkpoint); less memory, one more forward per block. Off by default.
+  // of kept (zoff::activation_checkpoint); less memory, one more forward per block. Off by default.
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
 

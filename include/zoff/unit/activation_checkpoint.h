@@ -33,15 +33,15 @@ namespace zoff {
 // because the recomputation accumulates into every .grad it reaches). The CPU generator
 // is process-wide: threads that draw random numbers while another one backpropagates
 // through a checkpoint may have their draws repeated when the generator is put back.
-torch::Tensor checkpoint(std::function<torch::Tensor(const torch::Tensor&)> fn,
-                         const torch::Tensor& input);
+torch::Tensor activation_checkpoint(std::function<torch::Tensor(const torch::Tensor&)> fn,
+                                    const torch::Tensor& input);
 
 // checkpoint() of module->forward(x) as one unit. `module` is a ModuleHolder (copied: it
 // must outlive backward).
 template <typename Holder>
 torch::Tensor checkpointed_unit_forward(Holder module, const torch::Tensor& input) {
-  return checkpoint([module](const torch::Tensor& x) mutable { return unit_forward(module, x); },
-                    input);
+  return activation_checkpoint(
+      [module](const torch::Tensor& x) mutable { return unit_forward(module, x); }, input);
 }
 
 }  // namespace zoff
