@@ -46,7 +46,9 @@ class MlpTask : public Task {
 // Byte-level language model on the text of Debian's fortunes.
 class GptTask : public Task {
  public:
-  GptTask(const std::string& preset, bool activation_checkpointing) {
+  GptTask(const std::string& preset, bool activation_checkpointing, int64_t eval_batch)
+      : eval_batch_(eval_batch) {
+    ZOFF_CHECK_ARG(eval_batch >= 1, "gpt: evaluation batch = ", eval_batch, ": must be >= 1");
     auto cfg = models::gpt_preset(preset.empty() ? "tiny" : preset);
     split_ = data::load_fortunes(data::kFortunesDefaultDir, cfg.block_size);
     model_ = models::Gpt(cfg);
@@ -61,12 +63,17 @@ class GptTask : public Task {
   int64_t tokens_per_sample() const override { return split_.train->seq_len(); }
   std::map<std::string, double> evaluate() override {
     // A fixed slice of the validation text: comparable from step to step.
+    // In batches of eval_batch_ windows (all of equal length: the mean over all tokens is
+    // the size-weighted mean of the batch means).
     torch::NoGradGuard no_grad;
     const int64_t n = std::min<int64_t>(kValSamples, split_.val->size());
-    std::vector<int64_t> idx(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i;
-    auto batch = split_.val->get(idx);
-    return {{"val_loss", loss(batch).item<double>()}};
+    double sum = 0.0;
+    for (int64_t start = 0; start < n; start += eval_batch_) {
+      std::vector<int64_t> idx;
+      for (int64_t i = start; i < std::min(n, start + eval_batch_); ++i) idx.push_back(i);
+      sum += loss(split_.val->get(idx)).item<double>() * static_cast<double>(idx.size());
+    }
+    return {{"val_loss", sum / static_cast<double>(n)}};
   }
   std::string sample(const std::string& prompt, int64_t tokens, uint64_t seed) override {
     return models::generate(model_, prompt, tokens, kSampleTemperature, kSampleTopK, seed);
@@ -76,6 +83,7 @@ class GptTask : public Task {
   static constexpr int64_t kValSamples = 32;
   static constexpr double kSampleTemperature = 0.8;
   static constexpr int64_t kSampleTopK = 40;
+  int64_t eval_batch_;
   data::FortunesSplit split_;
   models::Gpt model_{nullptr};
 };
@@ -129,7 +137,8 @@ std::unique_ptr<Task> make_task(const TaskOptions& options) {
   torch::manual_seed(options.seed);
   if (options.model == "mlp") return std::make_unique<MlpTask>(options.preset, options.seed);
   if (options.model == "gpt") {
-    return std::make_unique<GptTask>(options.preset, options.activation_checkpointing);
+    return std::make_unique<GptTask>(options.preset, options.activation_checkpointing,
+                                     options.eval_batch);
   }
   ZOFF_CHECK_ARG(!options.activation_checkpointing, "activation checkpointing: model '",
                  options.model, "' has no blocks to checkpoint (gpt has)");

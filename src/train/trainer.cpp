@@ -218,8 +218,9 @@ TrainSummary run_training(const TrainOptions& o) {
   ZOFF_CHECK_ARG(!o.reference || (!cfg.bf16 && cfg.zero.offload_optimizer.device == "none"),
                  "--reference trains plain fp32 LibTorch: drop bf16/offload from the config");
   auto comm = dist::init_comm(world, std::chrono::seconds(o.comm_timeout_s));
-  auto task = make_task(
-      {o.model, o.preset, o.seed, o.activation_checkpointing || cfg.activation_checkpointing});
+  auto task = make_task({o.model, o.preset, o.seed,
+                         o.activation_checkpointing || cfg.activation_checkpointing,
+                         cfg.train_micro_batch_size_per_gpu});
   data::DistributedSampler sampler(task->train_set().size(), cfg.train_batch_size, o.seed);
 
   std::unique_ptr<Stepper> stepper;

@@ -85,5 +85,21 @@ TEST(Task, GptOnFortunesHasTokensAndSamples) {
   EXPECT_EQ(t->sample("The ", 16, 1).size(), 16u);
 }
 
+TEST(Task, GptEvaluatesInMicroBatchesAsInOneBatch) {
+  // 32 windows in batches of 1, 5 and 32: the same mean up to summation order.
+  constexpr double kRelTol = 1e-6;
+  std::vector<double> losses;
+  for (int64_t b : {1, 5, 32}) {
+    TaskOptions o{"gpt", "tiny", 1};
+    o.eval_batch = b;
+    losses.push_back(make_task(o)->evaluate().at("val_loss"));
+  }
+  EXPECT_NEAR(losses[0], losses[2], kRelTol * losses[2]);
+  EXPECT_NEAR(losses[1], losses[2], kRelTol * losses[2]);
+  TaskOptions bad{"gpt", "tiny", 1};
+  bad.eval_batch = 0;
+  EXPECT_THROW(make_task(bad), UsageError);
+}
+
 }  // namespace
 }  // namespace zoff::train

@@ -37,6 +37,9 @@ struct TaskOptions {
   uint64_t seed = 0;          // initial weights (via torch::manual_seed) and data
   // gpt: recompute each block's forward in backward instead of keeping its activations.
   bool activation_checkpointing = false;
+  // Samples per evaluation forward: `zoff train` passes the micro-batch, so evaluating
+  // never needs more activation memory than a training step.
+  int64_t eval_batch = 4;
 };
 
 // Builds the task; an unknown model or preset is a UsageError listing the valid names.
