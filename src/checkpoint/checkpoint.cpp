@@ -236,6 +236,29 @@ void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
   }
 }
 
+// meta.json's "layout": sizes, unit regions and parameter slots.
+void read_layout(const nlohmann::json& layout, const std::string& path, CheckpointInfo* info) {
+  info->numel = layout.at("numel").get<int64_t>();
+  info->padded_numel = layout.at("padded_numel").get<int64_t>();
+  for (const auto& r : layout.at("regions")) {
+    info->regions.push_back({r.at("offset").get<int64_t>(), r.at("padded_numel").get<int64_t>(),
+                             r.at("shard_size").get<int64_t>(),
+                             r.at("shard_offset").get<int64_t>()});
+  }
+  for (const auto& s : layout.at("slots")) {
+    partition::ParamSlot slot;
+    slot.name = s.at("name").get<std::string>();
+    slot.offset = s.at("offset").get<int64_t>();
+    slot.numel = s.at("numel").get<int64_t>();
+    slot.shape = s.at("shape").get<std::vector<int64_t>>();
+    slot.module_index = s.at("module_index").get<size_t>();
+    ZOFF_CHECK_ARG(
+        slot.offset >= 0 && slot.numel >= 0 && slot.offset + slot.numel <= info->padded_numel, path,
+        ": parameter ", slot.name, " lies outside the layout");
+    info->slots.push_back(slot);
+  }
+}
+
 // The regions tile the flat buffer and every rank's shard space exactly.
 void check_regions(const CheckpointInfo& info, const std::string& path) {
   int64_t offset = 0, space = 0;
@@ -421,26 +444,7 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
     info.optimizer_type = j.at("optimizer").at("type").get<std::string>();
     info.state_names = j.at("optimizer").at("state_names").get<std::vector<std::string>>();
     info.train_batch_size = j.at("data").at("train_batch_size").get<int64_t>();
-    const auto& layout = j.at("layout");
-    info.numel = layout.at("numel").get<int64_t>();
-    info.padded_numel = layout.at("padded_numel").get<int64_t>();
-    for (const auto& r : layout.at("regions")) {
-      info.regions.push_back({r.at("offset").get<int64_t>(), r.at("padded_numel").get<int64_t>(),
-                              r.at("shard_size").get<int64_t>(),
-                              r.at("shard_offset").get<int64_t>()});
-    }
-    for (const auto& s : layout.at("slots")) {
-      partition::ParamSlot slot;
-      slot.name = s.at("name").get<std::string>();
-      slot.offset = s.at("offset").get<int64_t>();
-      slot.numel = s.at("numel").get<int64_t>();
-      slot.shape = s.at("shape").get<std::vector<int64_t>>();
-      slot.module_index = s.at("module_index").get<size_t>();
-      ZOFF_CHECK_ARG(
-          slot.offset >= 0 && slot.numel >= 0 && slot.offset + slot.numel <= info.padded_numel,
-          path, ": parameter ", slot.name, " lies outside the layout");
-      info.slots.push_back(slot);
-    }
+    read_layout(j.at("layout"), path, &info);
     info.replicated = replicated_from_json(j.at("replicated"), path);
     for (const auto& [name, first] : j.at("aliases").items()) {
       info.aliases.emplace_back(name, first.get<std::string>());

@@ -18,20 +18,20 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 // The spec pads the JSON header with spaces so the data starts 8-byte aligned.
 constexpr size_t kHeaderAlign = 8;
 
-}  // namespace
-
-ExportSummary export_safetensors(const std::string& dir_or_root, const std::string& out_path) {
-  CheckpointReader reader(dir_or_root);
-  const auto& info = reader.info();
-  const auto parent = std::filesystem::path(out_path).parent_path();
-  std::error_code ec;
-  ZOFF_CHECK_ARG(parent.empty() || std::filesystem::is_directory(parent, ec), "--out ", out_path,
-                 ": directory ", parent.string(), " does not exist");
-
-  // Module registration order, offsets back to back.
+// The trainable parameters in module registration order.
+std::vector<partition::ParamSlot> export_order(const CheckpointInfo& info) {
   std::vector<partition::ParamSlot> slots = info.slots;
   std::sort(slots.begin(), slots.end(),
             [](const auto& a, const auto& b) { return a.module_index < b.module_index; });
+  return slots;
+}
+
+// The JSON header: parameters (fp32) back to back, then the frozen parameters and buffers
+// in their stored dtype. A tied tensor is written once, under its first name; its other
+// names are listed in the metadata.
+nlohmann::ordered_json safetensors_header(const CheckpointInfo& info,
+                                          const std::vector<partition::ParamSlot>& slots,
+                                          ExportSummary* summary) {
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"},
                             {"producer", "zoff"},
@@ -40,16 +40,13 @@ ExportSummary export_safetensors(const std::string& dir_or_root, const std::stri
                             {"step", std::to_string(info.step)},
                             {"checkpoint", info.dir}};
   uint64_t offset = 0;
-  ExportSummary summary;
   for (const auto& s : slots) {
     const uint64_t bytes = static_cast<uint64_t>(s.numel) * sizeof(float);
     header[s.name] = {
         {"dtype", "F32"}, {"shape", s.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    summary.elements += s.numel;
+    summary->elements += s.numel;
   }
-  // Frozen parameters and buffers follow, in their stored dtype. A tied tensor is written
-  // once, under its first name; its other names are listed in the metadata.
   for (const auto& e : info.replicated) {
     header[e.name] = {
         {"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
@@ -60,6 +57,22 @@ ExportSummary export_safetensors(const std::string& dir_or_root, const std::stri
     for (const auto& [name, first] : info.aliases) aliases[name] = first;
     header["__metadata__"]["aliases"] = aliases.dump();
   }
+  return header;
+}
+
+}  // namespace
+
+ExportSummary export_safetensors(const std::string& dir_or_root, const std::string& out_path) {
+  CheckpointReader reader(dir_or_root);
+  const auto& info = reader.info();
+  const auto parent = std::filesystem::path(out_path).parent_path();
+  std::error_code ec;
+  ZOFF_CHECK_ARG(parent.empty() || std::filesystem::is_directory(parent, ec), "--out ", out_path,
+                 ": directory ", parent.string(), " does not exist");
+
+  ExportSummary summary;
+  const std::vector<partition::ParamSlot> slots = export_order(info);
+  const auto header = safetensors_header(info, slots, &summary);
   std::string text = header.dump();
   text.append((kHeaderAlign - text.size() % kHeaderAlign) % kHeaderAlign, ' ');
   const uint64_t n = text.size();
