@@ -324,13 +324,9 @@ RankFileHeader verify_rank_file(const CheckpointInfo& info, engine::ZeroEngine& 
 void read_replicated_into(int fd, const std::string& path, const RankFileHeader& h,
                           const std::vector<ReplicatedEntry>& entries, engine::ZeroEngine& engine) {
   torch::NoGradGuard no_grad;
-  const auto& r = engine.replicated();
-  std::vector<torch::Tensor> targets;
-  for (const auto* list : {&r.frozen(), &r.buffers()}) {
-    for (const auto& item : *list) targets.push_back(item.second);
-  }
+  const auto targets = engine.replicated().all();
   for (size_t i = 0; i < entries.size(); ++i) {
-    targets.at(i).copy_(read_replicated(fd, path, h, entries[i]));
+    targets.at(i).second.copy_(read_replicated(fd, path, h, entries[i]));
   }
 }
 

@@ -46,6 +46,12 @@ void ReplicatedStates::broadcast_from_rank0() {
 
 void ReplicatedStates::broadcast_buffers() { broadcast(buffers_); }
 
+std::vector<std::pair<std::string, torch::Tensor>> ReplicatedStates::all() const {
+  auto out = frozen_;
+  out.insert(out.end(), buffers_.begin(), buffers_.end());
+  return out;
+}
+
 size_t ReplicatedStates::frozen_bytes() const { return bytes_of(frozen_); }
 size_t ReplicatedStates::buffer_bytes() const { return bytes_of(buffers_); }
 

@@ -301,10 +301,16 @@ void ZeroEngine::finish_step() {
   meter_.mark_baseline();
 }
 
+// The compute-dtype tensor over the optimizer's elements: the whole flat parameters at
+// stage 0, this rank's shard space at stages 1-3.
+torch::Tensor ZeroEngine::optimizer_output() const {
+  return stage_ == 0 ? params_->flat() : shard_space_;
+}
+
 // Where the fused pass writes the 16-bit copy of the updated master.
 torch::Tensor ZeroEngine::copy_out_target() const {
   if (compute_dtype_ == torch::kFloat32) return torch::Tensor();
-  return stage_ == 0 ? params_->flat() : shard_space_;
+  return optimizer_output();
 }
 
 // One fused optimizer pass over the master; with 16-bit compute it also writes the
@@ -334,7 +340,7 @@ void ZeroEngine::synchronize() {
   if (!pending_update_.valid()) return;
   torch::NoGradGuard no_grad;
   pending_update_.get();  // rethrows what the update threw
-  (stage_ == 0 ? params_->flat() : shard_space_).copy_(dpu_out_);
+  optimizer_output().copy_(dpu_out_);
   publish_params();
 }
 

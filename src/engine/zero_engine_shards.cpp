@@ -40,7 +40,7 @@ void ZeroEngine::restore_from_shards(int64_t step, int64_t applied_steps) {
   }
   if (compute_dtype_ != torch::kFloat32) {
     // The 16-bit parameters are the master rounded to nearest even, as the fused pass does.
-    (stage_ == 0 ? params_->flat() : shard_space_).copy_(master_);
+    optimizer_output().copy_(master_);
   }
   publish_params();
   step_ = step;

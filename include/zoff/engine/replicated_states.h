@@ -29,6 +29,8 @@ class ReplicatedStates {
 
   const std::vector<std::pair<std::string, torch::Tensor>>& frozen() const { return frozen_; }
   const std::vector<std::pair<std::string, torch::Tensor>>& buffers() const { return buffers_; }
+  // Frozen parameters, then buffers: the order checkpoints store them in.
+  std::vector<std::pair<std::string, torch::Tensor>> all() const;
   size_t frozen_bytes() const;
   size_t buffer_bytes() const;
 

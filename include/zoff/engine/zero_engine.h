@@ -132,6 +132,7 @@ class ZeroEngine {
   void clip_and_measure(const torch::Tensor& grads, StepStats* stats);
   void launch_delayed_update(const torch::Tensor& grads, double lr);
   void update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16);
+  torch::Tensor optimizer_output() const;
   torch::Tensor copy_out_target() const;
   void publish_params();
   void all_gather_units();
