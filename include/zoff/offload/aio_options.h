@@ -38,4 +38,12 @@ struct AioOptions {
 IoBackend parse_io_backend(const std::string& name);
 std::string to_string(IoBackend backend);
 
+// Throws zoff::UsageError naming the bad value: block_size a positive multiple of 4096,
+// queue_depth in [1, 1024], thread_count in [1, 256], timeout > 0.
+void validate_aio_options(const AioOptions& aio);
+
+// Empty when this process may use io_uring; otherwise why not ("io_uring_queue_init:
+// Operation not permitted"). Tests skip the io_uring cases on a non-empty answer.
+std::string io_uring_unavailable_reason();
+
 }  // namespace zoff::offload

@@ -35,7 +35,9 @@ class HostBuffer {
     bool locked = false;
     void operator()(void* p) const;
   };
-  std::unique_ptr<void, Free> data_;
+  // Built from an explicit deleter: unique_ptr cannot default-construct a deleter whose own
+  // member initializers are not usable yet inside this class.
+  std::unique_ptr<void, Free> data_{nullptr, Free{0, false}};
   size_t bytes_ = 0;
   size_t capacity_ = 0;
   bool locked_ = false;
