@@ -59,8 +59,7 @@ class HostTier : public Tier {
 
   std::unique_ptr<TierRegion> allocate(const std::string& name, size_t bytes) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    ZOFF_CHECK_ARG(names_.count(name) == 0, name_prefix(), "region '", name,
-                   "' already exists");
+    ZOFF_CHECK_ARG(names_.count(name) == 0, name_prefix(), "region '", name, "' already exists");
     auto region = std::make_unique<HostRegion>(this, name, bytes, lock_);
     names_.insert(name);
     host_bytes_ += region->capacity();

@@ -13,8 +13,7 @@ namespace {
 void warn_threads_once(const std::string& why) {
   static std::once_flag once;
   std::call_once(once, [&] {
-    std::cerr << "zoff: warning: NVMe tier I/O uses the pread/pwrite thread pool (" << why
-              << ")\n";
+    std::cerr << "zoff: warning: NVMe tier I/O uses the pread/pwrite thread pool (" << why << ")\n";
   });
 }
 
@@ -29,8 +28,7 @@ std::unique_ptr<IoEngine> make_io_engine(const AioOptions& aio) {
   std::string why_not;
   auto uring = make_uring_engine(aio, &why_not);
   if (uring) return uring;
-  ZOFF_CHECK(aio.backend != IoBackend::kUring, "aio backend io_uring was asked for but ",
-             why_not);
+  ZOFF_CHECK(aio.backend != IoBackend::kUring, "aio backend io_uring was asked for but ", why_not);
   const std::string why = "io_uring refused: " + why_not;
   warn_threads_once(why);
   return make_thread_pool_engine(aio, why);

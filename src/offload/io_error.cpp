@@ -1,4 +1,5 @@
-// One wording for every I/O failure of the offload area, real or injected: file, operation, offset, errno.
+// One wording for every I/O failure of the offload area, real or injected: file, operation, offset,
+// errno.
 #include "io_error.h"
 
 #include <cstring>
@@ -11,8 +12,7 @@ const char* to_string(IoOp op) { return op == IoOp::kRead ? "read" : "write"; }
 
 std::string errno_text(int err) {
   const char* name = strerrorname_np(err);
-  return detail::concat(std::strerror(err), " (", name != nullptr ? name : "errno", " ", err,
-                        ")");
+  return detail::concat(std::strerror(err), " (", name != nullptr ? name : "errno", " ", err, ")");
 }
 
 std::string io_error_message(IoOp op, const std::string& path, uint64_t offset, size_t bytes,

@@ -1,4 +1,5 @@
-// One wording for every I/O failure of the offload area, real or injected: file, operation, offset, errno.
+// One wording for every I/O failure of the offload area, real or injected: file, operation, offset,
+// errno.
 #pragma once
 
 #include <cstddef>

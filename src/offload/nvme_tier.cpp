@@ -18,14 +18,16 @@ namespace {
 
 constexpr size_t kDiskAlignment = 4096;  // bytes: O_DIRECT offsets, lengths and buffers
 
-size_t padded(size_t bytes) { return (bytes + kDiskAlignment - 1) / kDiskAlignment * kDiskAlignment; }
+size_t padded(size_t bytes) {
+  return (bytes + kDiskAlignment - 1) / kDiskAlignment * kDiskAlignment;
+}
 
 void warn_buffered_once(const std::string& dir) {
   static std::once_flag once;
   std::call_once(once, [&] {
     std::cerr << "zoff: warning: " << dir
-              << " refuses O_DIRECT (tmpfs?): NVMe tier files are opened buffered, through the "
-                 "page cache\n";
+              << " refuses O_DIRECT (open: Invalid argument): NVMe tier files are opened "
+                 "buffered, through the page cache\n";
   });
 }
 
@@ -143,8 +145,8 @@ IoRequest NvmeRegion::start(IoOp op, uint64_t offset, char* buf, size_t n) {
   spec.direct = file_->direct();
   auto transfer = std::make_shared<Transfer>(std::move(spec));
   tier_->engine().submit(transfer);
-  std::string what = detail::concat(to_string(op), " of ", n, " bytes at ", offset, " of ",
-                                    file_->path());
+  std::string what =
+      detail::concat(to_string(op), " of ", n, " bytes at ", offset, " of ", file_->path());
   return IoRequest(std::make_unique<TransferCompletion>(std::move(transfer)), aio.timeout,
                    std::move(what));
 }

@@ -83,8 +83,8 @@ void TierDirectory::prepare_dir() const {
                  "' cannot be created: ", ec ? ec.message() : errno_text(errno));
   ZOFF_CHECK_ARG(S_ISDIR(st.st_mode), "NVMe tier directory (nvme_path) '", dir_,
                  "' is not a directory");
-  ZOFF_CHECK_ARG(access(dir_.c_str(), W_OK | X_OK) == 0, "NVMe tier directory (nvme_path) '",
-                 dir_, "' is not writable: ", errno_text(errno));
+  ZOFF_CHECK_ARG(access(dir_.c_str(), W_OK | X_OK) == 0, "NVMe tier directory (nvme_path) '", dir_,
+                 "' is not writable: ", errno_text(errno));
 }
 
 void TierDirectory::acquire_lock() {
@@ -134,9 +134,8 @@ void TierDirectory::remove_stale_files() const {
     const std::string path = dir_ + "/" + name;
     if (unlink(path.c_str()) != 0 && errno != ENOENT) throw_errno("remove stale file", path, errno);
   }
-  std::cerr << "zoff: warning: removed " << stale.size() << " stale NVMe tier file(s) "
-            << prefix << "*" << kSwapSuffix << " of a dead run from " << dir_
-            << " (never reused)\n";
+  std::cerr << "zoff: warning: removed " << stale.size() << " stale NVMe tier file(s) " << prefix
+            << "*" << kSwapSuffix << " of a dead run from " << dir_ << " (never reused)\n";
 }
 
 }  // namespace zoff::offload

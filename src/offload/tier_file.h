@@ -1,4 +1,5 @@
-// The file behind one NVMe region: created with O_DIRECT (buffered fallback), preallocated, checked.
+// The file behind one NVMe region: created with O_DIRECT (buffered fallback), preallocated,
+// checked.
 #pragma once
 
 #include <cstddef>

@@ -55,8 +55,7 @@ bool Transfer::settle(Block* block, int64_t result) {
   if (result == 0 && spec_.op == IoOp::kRead) {
     std::unique_lock<std::mutex> lock(mutex_);
     fail_locked(detail::concat("read of ", spec_.path, " hit the end of the file at offset ", at,
-                               ": expected ", spec_.file_bytes,
-                               " bytes (the file was truncated)"));
+                               ": expected ", spec_.file_bytes, " bytes (the file was truncated)"));
     finish_locked(lock);
     return false;
   }
@@ -72,8 +71,9 @@ bool Transfer::settle(Block* block, int64_t result) {
   if (step == 0) {
     if (++block->stalls <= kMaxStalls) return true;
     std::unique_lock<std::mutex> lock(mutex_);
-    fail_locked(detail::concat(to_string(spec_.op), " of ", spec_.path, " made no progress at offset ",
-                               at, " after ", kMaxStalls, " short requests"));
+    fail_locked(detail::concat(to_string(spec_.op), " of ", spec_.path,
+                               " made no progress at offset ", at, " after ", kMaxStalls,
+                               " short requests"));
     finish_locked(lock);
     return false;
   }
@@ -100,13 +100,13 @@ int64_t fault_for_request(const Transfer& t, const Block& block, size_t* issue_l
   if (fault <= 0 || static_cast<size_t>(fault) >= block.len) return fault < 0 ? fault : 0;
   const auto k = static_cast<size_t>(fault);
   // O_DIRECT lengths must stay aligned: issue whole units, report only k bytes moved.
-  *issue_len = s.direct ? std::min(block.len, (k + s.alignment - 1) / s.alignment * s.alignment)
-                        : k;
+  *issue_len =
+      s.direct ? std::min(block.len, (k + s.alignment - 1) / s.alignment * s.alignment) : k;
   return fault;
 }
 
-void check_transfer_rules(IoOp op, const std::string& region, size_t region_bytes,
-                          size_t alignment, uint64_t offset, const void* buf, size_t n) {
+void check_transfer_rules(IoOp op, const std::string& region, size_t region_bytes, size_t alignment,
+                          uint64_t offset, const void* buf, size_t n) {
   const auto address = reinterpret_cast<uintptr_t>(buf);
   ZOFF_CHECK(n == 0 || address % alignment == 0, to_string(op), " of region ", region,
              ": host buffer ", buf, " is not aligned to ", alignment, " bytes");

@@ -72,9 +72,7 @@ class TransferCompletion : public IoCompletion {
  public:
   explicit TransferCompletion(std::shared_ptr<Transfer> transfer)
       : transfer_(std::move(transfer)) {}
-  bool wait_for(std::chrono::milliseconds timeout) override {
-    return transfer_->wait_for(timeout);
-  }
+  bool wait_for(std::chrono::milliseconds timeout) override { return transfer_->wait_for(timeout); }
 
  private:
   std::shared_ptr<Transfer> transfer_;
@@ -88,7 +86,7 @@ int64_t fault_for_request(const Transfer& t, const Block& block, size_t* issue_l
 // The host-side rules of TierRegion::read/write (tier.h), checked with zoff::Error naming
 // the region and the bad value: `buf` aligned, `offset` a multiple of `alignment`, and the
 // transfer inside the region.
-void check_transfer_rules(IoOp op, const std::string& region, size_t region_bytes,
-                          size_t alignment, uint64_t offset, const void* buf, size_t n);
+void check_transfer_rules(IoOp op, const std::string& region, size_t region_bytes, size_t alignment,
+                          uint64_t offset, const void* buf, size_t n);
 
 }  // namespace zoff::offload

@@ -202,7 +202,7 @@ void UringEngine::submit_prepared() {
 
 void UringEngine::reap() {
   io_uring_cqe* cqe = nullptr;
-  __kernel_timespec tick{1, 0};  // seconds, nanoseconds
+  __kernel_timespec tick{1, 0};                                    // seconds, nanoseconds
   if (io_uring_wait_cqe_timeout(&ring_, &cqe, &tick) < 0) return;  // -ETIME, -EINTR
   unsigned head = 0;
   unsigned seen = 0;
