@@ -1,9 +1,10 @@
-// `zoff bench <what>`: benchmarks against baselines measured in the same run; `optim` for now.
+// `zoff bench <what>`: benchmarks against baselines measured in the same run: `optim`, `io`.
 #include <cstdint>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "bench_io.h"
 #include "command.h"
 #include "zoff/core/error.h"
 #include "zoff/optim/optimizer_bench.h"
@@ -57,6 +58,7 @@ void add_bench(CLI::App& root, int& exit_code) {
   auto* bench = root.add_subcommand("bench", "measure zoff's kernels against baselines");
   bench->require_subcommand(1);
   add_bench_optim(*bench, exit_code);
+  add_bench_io(*bench, exit_code);  // cmd_bench_io.cpp
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev      # JSON configs, logs
   libcli11-dev            # command line
   liburing-dev            # async NVMe I/O
+  fio                     # `zoff bench io` measures the NVMe tier against fio in the same run
   zlib1g-dev              # gzip IDX files, checksums
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch   # independent numerical reference in tests

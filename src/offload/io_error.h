@@ -1,5 +1,4 @@
-// One wording for every I/O failure of the offload area, real or injected: file, operation, offset,
-// errno.
+// One wording for every I/O failure, real or injected: file, operation, offset, errno.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,4 @@
-// The file behind one NVMe region: created with O_DIRECT (buffered fallback), preallocated,
-// checked.
+// The file behind one NVMe region: O_DIRECT (buffered fallback), preallocated, checked.
 #pragma once
 
 #include <cstddef>
