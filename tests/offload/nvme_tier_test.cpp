@@ -1,5 +1,4 @@
-// The NVMe tier: round trips of odd sizes at offsets, both backends, O_DIRECT and buffered,
-// threads.
+// NVMe tier round trips: odd sizes at offsets, both backends, O_DIRECT and buffered, threads.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
