@@ -161,26 +161,31 @@ FileDigest write_this_rank(engine::ZeroEngine& engine, const std::string& dir,
   h.shard_offset = shard.offset;
   h.shard_size = shard.size;
   const uint64_t shard_bytes = static_cast<uint64_t>(shard.size) * sizeof(float);
-  auto master = engine.master_shard();
-  ZOFF_CHECK(master.is_contiguous() && master.scalar_type() == torch::kFloat32 &&
-                 master.numel() == shard.size,
-             "engine.master_shard() is not a contiguous fp32 tensor of ", shard.size, " elements");
-  h.sections.push_back({"master", "F32", 0, shard_bytes, master.data_ptr()});
-  auto states = engine.optimizer_state_shard();
-  for (auto& [name, t] : states) {
-    ZOFF_CHECK(t.is_contiguous() && t.scalar_type() == torch::kFloat32 && t.numel() == shard.size,
-               "optimizer state ", name, " is not a contiguous fp32 tensor of ", shard.size,
-               " elements");
-    h.sections.push_back({"optim." + name, "F32", 0, shard_bytes, t.data_ptr()});
+  // Master first, then the optimizer's states, streamed from wherever they live.
+  for (auto& sec : engine.state_sections()) {
+    ZOFF_CHECK(sec.numel == shard.size, "engine state ", sec.name, " has ", sec.numel,
+               " elements, the shard ", shard.size);
+    auto read = sec.read;
+    RankFileSection out;
+    out.name = sec.name == "master" ? "master" : "optim." + sec.name;
+    out.dtype = "F32";
+    out.bytes = shard_bytes;
+    out.source = [read](uint64_t offset, void* dst, size_t bytes) {
+      read(static_cast<int64_t>(offset / sizeof(float)), static_cast<int64_t>(bytes / sizeof(float)),
+           static_cast<float*>(dst));
+    };
+    h.sections.push_back(std::move(out));
   }
   add_replicated_sections(engine, &h);
-  h.sections.push_back({"rng_state", "U8", 0, rng.size(), rng.data()});
+  h.sections.push_back({"rng_state", "U8", 0, rng.size(), rng.data(), {}});
   return write_rank_file(join(dir, rank_file_name(rank)), h);
 }
 
 std::vector<std::string> engine_state_names(engine::ZeroEngine& engine) {
   std::vector<std::string> names;
-  for (auto& [name, t] : engine.optimizer_state_shard()) names.push_back(name);
+  for (auto& sec : engine.state_sections()) {
+    if (sec.name != "master") names.push_back(sec.name);
+  }
   return names;
 }
 
@@ -330,7 +335,23 @@ void read_replicated_into(int fd, const std::string& path, const RankFileHeader&
   }
 }
 
-// Reads the verified file straight into the engine's shards (no second copy in memory).
+// Streams one F32 section of a rank file into an engine state section, chunk by chunk.
+void read_section_into(int fd, const std::string& path, const RankFileHeader& h,
+                       const std::string& name, const engine::StateSection& sec) {
+  const auto& s = h.section(name, path);
+  ZOFF_CHECK_ARG(s.bytes == static_cast<uint64_t>(sec.numel) * sizeof(float), path, ": section ",
+                 name, " has ", s.bytes, " bytes, expected ", sec.numel * 4);
+  const int64_t chunk = static_cast<int64_t>(kRankFileChunkBytes / sizeof(float));
+  std::vector<float> buf(static_cast<size_t>(std::min(chunk, sec.numel)));
+  for (int64_t at = 0; at < sec.numel; at += chunk) {
+    const int64_t n = std::min(chunk, sec.numel - at);
+    read_exact(fd, path, h.data_start + s.offset + static_cast<uint64_t>(at) * sizeof(float),
+               buf.data(), static_cast<size_t>(n) * sizeof(float));
+    sec.write(at, n, buf.data());
+  }
+}
+
+// Reads the verified file straight into the engine's shards (in chunks: no second copy).
 std::vector<uint8_t> read_into_engine(const CheckpointInfo& info, const RankFileHeader& h,
                                       engine::ZeroEngine& engine) {
   const std::string path = join(info.dir, info.files.at(static_cast<size_t>(h.rank)).name);
@@ -338,14 +359,9 @@ std::vector<uint8_t> read_into_engine(const CheckpointInfo& info, const RankFile
   ZOFF_CHECK(fd >= 0, "cannot read ", path, ": ", std::strerror(errno));
   std::vector<uint8_t> rng;
   try {
-    auto fill = [&](const std::string& name, torch::Tensor t) {
-      ZOFF_CHECK(t.is_contiguous() && t.scalar_type() == torch::kFloat32, "engine shard ", name,
-                 " is not a contiguous fp32 tensor");
-      const auto& s = h.section(name, path);
-      read_exact(fd, path, h.data_start + s.offset, t.data_ptr(), s.bytes);
-    };
-    fill("master", engine.master_shard());
-    for (auto& [name, t] : engine.optimizer_state_shard()) fill("optim." + name, t);
+    for (auto& sec : engine.state_sections()) {
+      read_section_into(fd, path, h, sec.name == "master" ? "master" : "optim." + sec.name, sec);
+    }
     read_replicated_into(fd, path, h, info.replicated, engine);
     const auto& s = h.section("rng_state", path);
     rng.resize(s.bytes);

@@ -62,9 +62,19 @@ FileDigest write_rank_file(const std::string& path, RankFileHeader header) {
       out.write(zeros.data(), std::min<uint64_t>(zeros.size(), target - out.bytes()));
     }
   };
+  std::vector<char> chunk;
   for (const auto& s : header.sections) {
     pad_to(header.data_start + s.offset);
-    out.write(s.data, s.bytes);
+    if (s.data != nullptr || !s.source) {
+      out.write(s.data, s.bytes);
+      continue;
+    }
+    chunk.resize(std::min<uint64_t>(s.bytes, kRankFileChunkBytes));
+    for (uint64_t done = 0; done < s.bytes; done += chunk.size()) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(chunk.size(), s.bytes - done));
+      s.source(done, chunk.data(), k);
+      out.write(chunk.data(), k);
+    }
   }
   const FileDigest digest{out.crc32(), out.bytes()};
   out.commit();

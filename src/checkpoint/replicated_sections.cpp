@@ -86,7 +86,7 @@ void add_replicated_sections(const engine::ZeroEngine& engine, RankFileHeader* h
   for (const auto& [name, t] : engine.replicated().all()) {
     ZOFF_CHECK(t.is_contiguous(), "replicated tensor ", name, " is not contiguous");
     header->sections.push_back({section_name(name), dtype_name(t.scalar_type()), 0,
-                                static_cast<uint64_t>(t.nbytes()), t.data_ptr()});
+                                static_cast<uint64_t>(t.nbytes()), t.data_ptr(), {}});
   }
 }
 

@@ -294,7 +294,7 @@ void warn_unused(Section& s, const std::vector<std::pair<const char*, const char
 }
 
 // offload_optimizer: where the optimizer state and its step live (needs stage >= 1).
-void parse_offload_optimizer(Section& z, ZeroConfig& zc) {
+void parse_offload_optimizer(Section& z, ZeroConfig& zc, std::vector<std::string>& warnings) {
   std::optional<Section> off = z.section("offload_optimizer");
   if (!off) return;
   auto any = [](bool) { return true; };
@@ -317,10 +317,18 @@ void parse_offload_optimizer(Section& z, ZeroConfig& zc) {
     }
     dpu->warn_unknown();
   }
+  read_checked(off->boolean("overlap_step"), &oc.overlap_step, *off, "overlap_step", any, "");
+  read_checked(
+      off->integer("buffer_count"), &oc.buffer_count, *off, "buffer_count",
+      [](int64_t v) { return v >= 0 && v <= 1024; }, "must be in [0, 1024] (0 = automatic)");
   if (oc.device == "nvme" && oc.nvme_path.empty()) {
     fail(off->path_of("device"), json(oc.device),
          "needs zero_optimization.offload_optimizer.nvme_path");
   }
+  warn_unused(*off,
+              {{"ratio", "all of the optimizer state is offloaded"},
+               {"fast_init", "the tier files are preallocated and written once at start"}},
+              warnings);
   if (oc.device != "none" && zc.stage == 0) {
     fail(off->path_of("device"), json(oc.device), "needs zero_optimization.stage >= 1");
   }
@@ -335,18 +343,20 @@ void parse_offload_param(Section& z, ZeroConfig& zc, std::vector<std::string>& w
   read_checked(
       op->string("device"), &zc.offload_param.device, *op, "device",
       [](const std::string& d) { return d == "none" || d == "cpu" || d == "nvme"; },
-      "must be \"none\" or \"cpu\"");
-  if (zc.offload_param.device == "nvme") {
-    fail(op->path_of("device"), json("nvme"),
-         "parameter offload to NVMe is not implemented yet (use \"cpu\" or \"none\")");
-  }
+      "must be \"none\", \"cpu\" or \"nvme\"");
   read_checked(op->boolean("pin_memory"), &zc.offload_param.pin_memory, *op, "pin_memory", any, "");
-  warn_unused(*op,
-              {{"nvme_path", "only for device \"nvme\" (not implemented yet)"},
-               {"buffer_count", "only for device \"nvme\" (not implemented yet)"},
-               {"buffer_size", "only for device \"nvme\" (not implemented yet)"},
-               {"max_in_cpu", "only for device \"nvme\" (not implemented yet)"}},
-              warnings);
+  read_checked(
+      op->string("nvme_path"), &zc.offload_param.nvme_path, *op, "nvme_path",
+      [](const std::string&) { return true; }, "");
+  if (zc.offload_param.device == "nvme" && zc.offload_param.nvme_path.empty()) {
+    fail(op->path_of("device"), json("nvme"), "needs zero_optimization.offload_param.nvme_path");
+  }
+  read_checked(
+      op->integer("max_in_cpu"), &zc.offload_param.max_in_cpu, *op, "max_in_cpu",
+      [](int64_t v) { return v >= 0; }, "must be >= 0 (elements)");
+  const char* pool = "each unit's piece is read into a buffer of its own size; max_in_cpu "
+                     "bounds the elements read ahead";
+  warn_unused(*op, {{"buffer_count", pool}, {"buffer_size", pool}}, warnings);
   if (zc.offload_param.device != "none" && zc.stage != 3) {
     fail(op->path_of("device"), json(zc.offload_param.device), "needs zero_optimization.stage = 3");
   }
@@ -370,7 +380,6 @@ void parse_stage3(Section& z, ZeroConfig& zc, std::vector<std::string>& warnings
                 "order recorded on the first step"},
                {"stage3_gather_16bit_weights_on_model_save", saved},
                {"stage3_gather_fp16_weights_on_model_save", saved},
-               {"sub_group_size", "the CPU optimizer steps the whole shard in one fused pass"},
                {"round_robin_gradients", "each rank reduces its own shard of every unit"},
                {"memory_efficient_linear", "LibTorch's own Linear is used"},
                {"zero_hpz_partition_size", "one partition group: all ranks"},
@@ -415,8 +424,36 @@ void parse_zero(Section& top, Config& c) {
   read_checked(z->boolean("overlap_comm"), &zc.overlap_comm, *z, "overlap_comm", any, "");
   read_checked(z->boolean("contiguous_gradients"), &zc.contiguous_gradients, *z,
                "contiguous_gradients", any, "");
-  parse_offload_optimizer(*z, zc);
+  read_checked(
+      z->integer("sub_group_size"), &zc.sub_group_size, *z, "sub_group_size",
+      [](int64_t v) { return v >= 1024; }, "must be >= 1024 (elements)");
+  parse_offload_optimizer(*z, zc, c.warnings);
   z->warn_unknown();
+}
+
+// DeepSpeed's aio section: the NVMe tier's request size, queue depth and threads.
+void parse_aio(Section& top, Config& c) {
+  std::optional<Section> a = top.section("aio");
+  if (!a) return;
+  AioConfig& ac = c.aio;
+  auto any = [](bool) { return true; };
+  read_checked(
+      a->integer("block_size"), &ac.block_size, *a, "block_size",
+      [](int64_t v) { return v >= 4096 && v <= (int64_t{1} << 30) && v % 4096 == 0; },
+      "must be a multiple of 4096 in [4096, 2^30] (bytes)");
+  read_checked(
+      a->integer("queue_depth"), &ac.queue_depth, *a, "queue_depth",
+      [](int64_t v) { return v >= 1 && v <= 4096; }, "must be in [1, 4096]");
+  read_checked(
+      a->integer("thread_count"), &ac.thread_count, *a, "thread_count",
+      [](int64_t v) { return v >= 1 && v <= 256; }, "must be in [1, 256]");
+  read_checked(a->boolean("single_submit"), &ac.single_submit, *a, "single_submit", any, "");
+  read_checked(a->boolean("overlap_events"), &ac.overlap_events, *a, "overlap_events", any, "");
+  read_checked(
+      a->string("backend"), &ac.backend, *a, "backend",
+      [](const std::string& b) { return b == "auto" || b == "io_uring" || b == "threads"; },
+      "must be \"auto\", \"io_uring\" or \"threads\"");
+  a->warn_unknown();
 }
 
 void parse_precision(Section& top, Config& c) {
@@ -534,6 +571,7 @@ Config parse_config(const std::string& json_text, int world_size) {
   parse_scheduler(top, c);
   parse_zero(top, c);
   parse_precision(top, c);
+  parse_aio(top, c);
   parse_activation_checkpointing(top, c);
   top.warn_unknown();
   return c;

@@ -1,6 +1,8 @@
 // GradReducer: gradient hooks, rank-major bucket staging, asynchronous bucketed collectives.
 #include "zoff/engine/grad_reducer.h"
 
+#include <cstdlib>
+
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -162,6 +164,8 @@ void GradReducer::on_grad_ready(size_t slot) {
       options_.on_unit_done) {
     options_.on_unit_done(u);
   }
+  // Early drains only at the last micro-batch, where a final range can be stepped at once.
+  if (options_.on_shard_final && boundary_) drain_finished();
   if (!complete || !options_.overlap) return;
   if (options_.mode == GradMode::kReduceScatterEveryMicroBatch) {
     launch(b);
@@ -261,6 +265,14 @@ void GradReducer::drain_one() {
     }
   }
   if (pending->staging.defined()) free_staging_.push_back(pending->staging);
+  if (boundary_ && options_.on_shard_final && options_.mode != GradMode::kAllReduce) {
+    options_.on_shard_final(bucket.shard_offset, bucket.shard_size);
+  }
+}
+
+// The collectives already done, oldest first (results land in launch order).
+void GradReducer::drain_finished() {
+  while (!in_flight_.empty() && in_flight_.front()->work->done()) drain_one();
 }
 
 void GradReducer::end_backward() {

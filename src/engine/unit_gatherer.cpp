@@ -30,10 +30,11 @@ const std::vector<size_t> kNoUnits;
 UnitGatherer::UnitGatherer(
     const partition::ModelLayout& layout,
     std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units,
-    torch::Tensor shard_space, dist::CommPtr comm, UnitGathererOptions options)
+    std::unique_ptr<UnitPieces> pieces, torch::ScalarType dtype, dist::CommPtr comm,
+    UnitGathererOptions options)
     : layout_(layout),
       module_units_(std::move(module_units)),
-      shard_space_(std::move(shard_space)),
+      pieces_(std::move(pieces)),
       comm_(std::move(comm)),
       options_(options),
       units_(layout.units().size()) {
@@ -46,9 +47,8 @@ UnitGatherer::UnitGatherer(
       slot.offset -= lu.offset;
       unit.slots.push_back(std::move(slot));
     }
-    unit.whole = std::make_unique<partition::FlatBuffer>(
-        unit.slots, lu.padded_numel, shard_space_.scalar_type(), shard_space_.device());
-    unit.shard = shard_space_.narrow(0, lu.shard_offset, lu.shard_size);
+    unit.whole =
+        std::make_unique<partition::FlatBuffer>(unit.slots, lu.padded_numel, dtype, torch::kCPU);
     unit.persistent = lu.padded_numel < options_.persistence_threshold;
     live_ += unit.persistent ? 0 : lu.padded_numel;
   }
@@ -75,7 +75,7 @@ void UnitGatherer::fill_unit(size_t u, const torch::Tensor& values) {
   auto& unit = units_[u];
   const auto& lu = layout_.units()[u];
   unit.whole->flat().copy_(values);
-  unit.shard.copy_(values.narrow(0, comm_->rank() * lu.shard_size, lu.shard_size));
+  pieces_->fill(u, values.narrow(0, comm_->rank() * lu.shard_size, lu.shard_size));
 }
 
 const std::vector<size_t>& UnitGatherer::units_of(const torch::nn::Module& module) const {
@@ -95,7 +95,8 @@ void UnitGatherer::gather_async(size_t u) {
   auto& unit = units_[u];
   if (unit.state != State::kReleased) return;
   allocate_storage(unit.whole->flat());
-  unit.work = comm_->all_gather(unit.shard, unit.whole->flat());
+  unit.sending = pieces_->get(u);
+  unit.work = comm_->all_gather(unit.sending, unit.whole->flat());
   unit.state = State::kGathering;
   if (!unit.persistent) {
     live_ += layout_.units()[u].padded_numel;
@@ -109,8 +110,15 @@ void UnitGatherer::wait_whole(size_t u) {
   if (unit.state == State::kGathering) {
     auto work = std::move(unit.work);
     work->wait();
+    finish_send(u);
     unit.state = State::kGathered;
   }
+}
+
+// The all-gather no longer reads the piece: it may leave memory.
+void UnitGatherer::finish_send(size_t u) {
+  units_[u].sending = torch::Tensor();
+  pieces_->done(u);
 }
 
 void UnitGatherer::release(size_t u) {
@@ -120,6 +128,7 @@ void UnitGatherer::release(size_t u) {
   if (unit.state == State::kGathering) {
     auto work = std::move(unit.work);
     work->wait();  // Gloo still writes into the buffer
+    finish_send(u);
   }
   free_storage(unit.whole->flat());
   unit.state = State::kReleased;
@@ -139,9 +148,26 @@ void UnitGatherer::prefetch(size_t pos) {
     auto& unit = units_[v];
     if (unit.state != State::kReleased || !unit.managed) continue;
     const int64_t size = layout_.units()[v].padded_numel;
-    if (ahead + size > options_.prefetch_elems || live_ + size > options_.max_live_elems) break;
+    if (ahead + size > options_.prefetch_elems || live_ + size > options_.max_live_elems) {
+      read_ahead(pos, k);
+      break;
+    }
     gather_async(v);
     ahead += size;
+  }
+}
+
+// Pieces on disk: reads the pieces of the units after the gathered ones (trace steps k, k
+// + 1, ... from `pos`, same direction) while the pieces' budget (max_in_cpu) lasts, so a
+// gather finds its piece in memory.
+void UnitGatherer::read_ahead(size_t pos, size_t from) {
+  const size_t n = trace_.size();
+  for (size_t k = from; k < n; ++k) {
+    const size_t at = in_backward_ ? (pos + n - k) % n : (pos + k) % n;
+    if (in_backward_ && at > pos) break;
+    const size_t v = trace_[at];
+    if (units_[v].state != State::kReleased || !units_[v].managed) continue;
+    if (!pieces_->prefetch(v)) break;
   }
 }
 
@@ -252,15 +278,27 @@ void UnitGatherer::finish_first_step() {
 
 void UnitGatherer::refresh_whole_units() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  std::vector<size_t> sent;
   std::vector<dist::WorkPtr> works;
-  for (auto& unit : units_) {
-    if (unit.state == State::kGathering) unit.work->wait();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    auto& unit = units_[u];
+    if (unit.state == State::kGathering) {
+      unit.work->wait();
+      finish_send(u);
+    }
+  }
+  pieces_->invalidate();  // pieces read before the step hold the old values
+  for (size_t u = 0; u < units_.size(); ++u) {
+    auto& unit = units_[u];
     if (unit.state == State::kReleased) continue;
-    works.push_back(comm_->all_gather(unit.shard, unit.whole->flat()));
+    unit.sending = pieces_->get(u);
+    works.push_back(comm_->all_gather(unit.sending, unit.whole->flat()));
+    sent.push_back(u);
     unit.state = State::kGathered;
     unit.work.reset();
   }
   for (auto& w : works) w->wait();
+  for (size_t u : sent) finish_send(u);
 }
 
 }  // namespace zoff::engine

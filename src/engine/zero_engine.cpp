@@ -54,8 +54,11 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
       std::make_unique<ReplicatedStates>(plan_.frozen, plan_.buffers, comm_, compute_dtype_);
   replicated_->broadcast_from_rank0();
   setup_reducer();
-  optimizer_ = optim::make_shard_optimizer(config_.optimizer, static_cast<size_t>(master_.numel()),
-                                           options_.optimizer_backend, options_.optimizer_threads);
+  if (!tiered_) {
+    optimizer_ =
+        optim::make_shard_optimizer(config_.optimizer, static_cast<size_t>(master_.numel()),
+                                    options_.optimizer_backend, options_.optimizer_threads);
+  }
   if (config_.fp16.enabled) scaler_ = std::make_unique<LossScaler>(config_.fp16);
   setup_delayed_update();
   if (gatherer_) unit::install_hooks(*module_, gatherer_.get());
@@ -64,6 +67,10 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
 ZeroEngine::~ZeroEngine() {
   if (gatherer_) unit::remove_hooks(*module_);
   if (pending_update_.valid()) pending_update_.wait();
+  if (overlapping_) abandon_overlapped_step();
+  // Their reads and writes land in the nvme tiers' regions: they go before the tiers.
+  gatherer_.reset();
+  tiered_.reset();
 }
 
 void ZeroEngine::check_config() {
@@ -74,17 +81,27 @@ void ZeroEngine::check_config() {
   ZOFF_CHECK_ARG(stage_ >= 0 && stage_ <= 3, "zero_optimization.stage = ", stage_,
                  ": must be 0, 1, 2 or 3");
   const auto& offload = config_.zero.offload_optimizer;
-  ZOFF_CHECK_ARG(offload.device == "none" || offload.device == "cpu",
+  ZOFF_CHECK_ARG(offload.device == "none" || offload.device == "cpu" || offload.device == "nvme",
                  "zero_optimization.offload_optimizer.device = ", offload.device,
-                 ": this engine offloads to cpu (nvme is not implemented yet)");
+                 ": must be none, cpu or nvme");
+  ZOFF_CHECK_ARG(offload.device == "none" || stage_ >= 1,
+                 "zero_optimization.offload_optimizer.device = ", offload.device,
+                 ": needs zero_optimization.stage >= 1");
   ZOFF_CHECK_ARG(
-      config_.zero.offload_param.device == "none" || config_.zero.offload_param.device == "cpu",
-      "zero_optimization.offload_param.device = ", config_.zero.offload_param.device,
-      ": this engine offloads parameters to cpu (nvme is not implemented yet)");
+      !(offload.device == "nvme" && options_.optimizer_backend == optim::OptimizerBackend::kTorch),
+      "--optimizer-backend torch cannot stream optimizer states from nvme (use fused)");
+  const std::string& param_device = config_.zero.offload_param.device;
+  ZOFF_CHECK_ARG(param_device == "none" || param_device == "cpu" || param_device == "nvme",
+                 "zero_optimization.offload_param.device = ", param_device,
+                 ": must be none, cpu or nvme");
+  ZOFF_CHECK_ARG(param_device != "nvme" || (stage_ == 3 && offload.device == "nvme"),
+                 "zero_optimization.offload_param.device = nvme needs stage 3 and "
+                 "offload_optimizer.device = nvme (the step writes the new parameter pieces "
+                 "straight to disk)");
   ZOFF_CHECK_ARG(!(stage_ == 3 && offload.delayed_param_update),
                  "zero_optimization.offload_optimizer.delayed_param_update with stage 3 is not "
                  "supported yet (use stage 1 or 2)");
-  offload_ = offload.device == "cpu";
+  offload_ = offload.device != "none";
   ZOFF_CHECK_ARG(!(config_.bf16 && config_.fp16.enabled), "bf16 and fp16 are both enabled");
   compute_dtype_ = config_.bf16           ? torch::kBFloat16
                    : config_.fp16.enabled ? torch::kHalf
@@ -106,11 +123,16 @@ void ZeroEngine::setup_buffers() {
                   : fp32_buffer(layout_->padded_numel(), offload_device_, offload.pin_memory);
     return;
   }
-  master_ = fp32_buffer(layout_->shard_size(), offload_device_, offload.pin_memory);
-  if (fp32 && offload_device_ == compute_device_) {
+  if (offload.device == "nvme") {
+    setup_nvme();  // the master lives in the tier; the compute shard is its own buffer
+  } else {
+    master_ = fp32_buffer(layout_->shard_size(), offload_device_, offload.pin_memory);
+  }
+  const bool param_nvme = config_.zero.offload_param.device == "nvme";
+  if (master_.defined() && fp32 && offload_device_ == compute_device_) {
     shard_space_ = master_;  // the optimizer updates the shard the model's copy comes from
     master_is_params_ = stage_ == 3;
-  } else {
+  } else if (!param_nvme) {
     shard_space_ =
         torch::zeros({layout_->shard_size()},
                      torch::TensorOptions().dtype(compute_dtype_).device(compute_device_));
@@ -120,9 +142,54 @@ void ZeroEngine::setup_buffers() {
     go.prefetch_elems = config_.zero.stage3_prefetch_bucket_size;
     go.max_live_elems = config_.zero.stage3_max_live_parameters;
     go.persistence_threshold = config_.zero.stage3_param_persistence_threshold;
-    gatherer_ =
-        std::make_unique<UnitGatherer>(*layout_, plan_.module_units, shard_space_, comm_, go);
+    gatherer_ = std::make_unique<UnitGatherer>(*layout_, plan_.module_units, make_unit_pieces(),
+                                               compute_dtype_, comm_, go);
   }
+}
+
+// The NVMe tier under offload_optimizer.nvme_path and the streamed optimizer over it: the
+// fp32 master and optimizer states of this rank's shard space live in its files.
+void ZeroEngine::setup_nvme() {
+  const auto& offload = config_.zero.offload_optimizer;
+  nvme_ = offload::make_nvme_tier(offload.nvme_path, "zoff_rank" + std::to_string(comm_->rank()),
+                                  aio_options());
+  SubGroupOptions sub_groups;
+  sub_groups.sub_group_elems = config_.zero.sub_group_size;
+  sub_groups.buffer_count = offload.buffer_count;
+  tiered_ = std::make_unique<TieredOptimizer>(*nvme_, config_.optimizer, options_.optimizer_threads,
+                                              static_cast<size_t>(layout_->shard_size()),
+                                              sub_groups);
+}
+
+// Stage 3: this rank's unit pieces, in the shard space in memory or, with offload_param
+// nvme, in a region of a second tier under offload_param.nvme_path, which the optimizer
+// writes each step's new pieces into.
+std::unique_ptr<UnitPieces> ZeroEngine::make_unit_pieces() {
+  if (config_.zero.offload_param.device != "nvme") {
+    return make_host_unit_pieces(*layout_, shard_space_);
+  }
+  const auto& op = config_.zero.offload_param;
+  nvme_params_ = offload::make_nvme_tier(
+      op.nvme_path, "zoff_params_rank" + std::to_string(comm_->rank()), aio_options());
+  const size_t element_bytes = c10::elementSize(compute_dtype_);
+  param_region_ = nvme_params_->allocate(
+      "params", static_cast<size_t>(layout_->shard_size()) * element_bytes);
+  tiered_->set_output_region(param_region_.get(), element_bytes);
+  return make_tier_unit_pieces(*layout_, *param_region_, nvme_params_->alignment(),
+                               compute_dtype_, op.max_in_cpu);
+}
+
+offload::AioOptions ZeroEngine::aio_options() const {
+  offload::AioOptions aio;
+  aio.block_size = static_cast<size_t>(config_.aio.block_size);
+  aio.queue_depth = static_cast<int>(config_.aio.queue_depth);
+  aio.thread_count = static_cast<int>(config_.aio.thread_count);
+  aio.single_submit = config_.aio.single_submit;
+  aio.overlap_events = config_.aio.overlap_events;
+  aio.backend = config_.aio.backend == "io_uring"  ? offload::IoBackend::kUring
+                : config_.aio.backend == "threads" ? offload::IoBackend::kThreads
+                                                   : offload::IoBackend::kAuto;
+  return aio;
 }
 
 // One unit's values from the module's parameters, fp32, padded, in the unit's layout.
@@ -145,15 +212,22 @@ torch::Tensor ZeroEngine::unit_values_fp32(size_t u) const {
 void ZeroEngine::load_unit_values() {
   torch::NoGradGuard no_grad;
   const int64_t rank = comm_->rank();
-  for (size_t u = 0; u < layout_->units().size(); ++u) {
+  // In buffer order: shard offsets increase along it, as the nvme tier's appends need.
+  for (size_t u : layout_->buffer_order()) {
     const auto& unit = layout_->units()[u];
     auto values = unit_values_fp32(u);
     comm_->broadcast(values, 0)->wait();
     if (stage_ == 0) {
       if (!master_is_params_) master_.narrow(0, unit.offset, unit.padded_numel).copy_(values);
     } else {
-      master_.narrow(0, unit.shard_offset, unit.shard_size)
-          .copy_(values.narrow(0, rank * unit.shard_size, unit.shard_size));
+      auto mine = values.narrow(0, rank * unit.shard_size, unit.shard_size);
+      if (tiered_) {
+        tiered_->append_master(static_cast<size_t>(unit.shard_offset),
+                               mine.contiguous().data_ptr<float>(),
+                               static_cast<size_t>(unit.shard_size));
+      } else {
+        master_.narrow(0, unit.shard_offset, unit.shard_size).copy_(mine);
+      }
     }
     if (gatherer_) {
       gatherer_->fill_unit(u, values.to(compute_dtype_));
@@ -165,6 +239,8 @@ void ZeroEngine::load_unit_values() {
       }
     }
   }
+  if (tiered_) tiered_->finish_master();
+  if (gatherer_) gatherer_->finish_fill();
   if (params_) params_->bind_parameters(trainable_);
   if (gatherer_) gatherer_->bind_parameters(trainable_);
 }
@@ -181,11 +257,14 @@ void ZeroEngine::setup_reducer() {
     UnitGatherer* g = gatherer_.get();
     ro.on_unit_done = [g](size_t u) { g->unit_backward_done(u); };
   }
+  if (can_overlap_step()) {
+    ro.on_shard_final = [this](int64_t offset, int64_t size) { on_shard_final(offset, size); };
+  }
   reducer_ = std::make_unique<GradReducer>(*layout_, trainable_, comm_, ro);
 }
 
 void ZeroEngine::setup_delayed_update() {
-  dpu_ = offload_ && config_.zero.offload_optimizer.delayed_param_update;
+  dpu_ = offload_ && !tiered_ && config_.zero.offload_optimizer.delayed_param_update;
   if (!dpu_) return;
   ZOFF_CHECK(!master_is_params_, "delayed parameter update needs an owned master copy");
   dpu_grads_ = torch::empty({master_.numel()}, master_.options());
@@ -200,8 +279,10 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
   ZOFF_CHECK(
       micro_ < config_.gradient_accumulation_steps, "engine.backward called ", micro_ + 1,
       " times before step(); gradient_accumulation_steps = ", config_.gradient_accumulation_steps);
+  ZOFF_CHECK(tier_damaged_.empty(), tier_damaged_);
   const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
   if (micro_ == 0) meter_.reset();
+  if (boundary && can_overlap_step()) begin_overlapped_step();
   meter_.sample_before_backward();
   reducer_->begin_backward(boundary);
   if (gatherer_) gatherer_->begin_backward();
@@ -217,6 +298,7 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
   } catch (...) {
     reducer_->abort_backward();
     if (gatherer_) gatherer_->end_backward();
+    if (overlapping_) abandon_overlapped_step();
     throw;
   }
   reducer_->end_backward();
@@ -273,11 +355,12 @@ StepStats ZeroEngine::step() {
   // The previous step's delayed update lands now: this step's gradients were computed on
   // the parameters before it, the next forward sees it.
   synchronize();
+  ZOFF_CHECK(tier_damaged_.empty(), tier_damaged_);
   auto grads = reducer_->reduced_grads();
   if (scaler_) {
     if (skip_overflowed_step(grads, &stats)) return stats;
-  } else if (comm_->size() > 1) {
-    grads.div_(static_cast<double>(comm_->size()));
+  } else if (comm_->size() > 1 && !overlapping_) {
+    grads.div_(static_cast<double>(comm_->size()));  // overlapped: done range by range
   }
   clip_and_measure(grads, &stats);
   stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
@@ -320,9 +403,82 @@ void ZeroEngine::update_master(const torch::Tensor& grads, double lr, const torc
   uint16_t* out = nullptr;
   if (compute_dtype_ != torch::kFloat32) {
     copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
-    out = reinterpret_cast<uint16_t*>(out16.data_ptr());
+    // Undefined when the stage-3 pieces live in the nvme tier (the step writes them there).
+    if (out16.defined()) out = reinterpret_cast<uint16_t*>(out16.data_ptr());
+  }
+  if (tiered_) {
+    if (overlapping_) {
+      overlapping_ = false;
+      tiered_->finish_step();  // began with backward, at the same lr
+      return;
+    }
+    float* out32 = nullptr;
+    tiered_outputs(&copy_out, &out, &out32);
+    tiered_->step(grads.data_ptr<float>(), lr, copy_out, out, out32);
+    return;
   }
   optimizer_->step(master_.data_ptr<float>(), grads.data_ptr<float>(), lr, copy_out, out);
+}
+
+// The nvme step may run while the last micro-batch's backward goes on only when no update
+// needs every gradient first (the clipping norm, fp16's overflow check).
+bool ZeroEngine::can_overlap_step() const {
+  return tiered_ && config_.zero.offload_optimizer.overlap_step &&
+         config_.gradient_clipping == 0.0 && !config_.fp16.enabled;
+}
+
+// Note: the overlapped step. The optimizer's worker thread starts the step before the last
+// backward of the accumulation; the reducer reports each bucket's shard range as soon as
+// its sum is final (on_shard_final), the range is averaged over ranks there (the same
+// division step() would do, element by element), and every sub-group whose elements are
+// all final is read, updated and written while backward computes the rest. step() then
+// measures the norm (read only) and waits for the sub-groups left. Exact: same kernels,
+// same values, same lr (the schedule's value for this step is known before backward).
+void ZeroEngine::begin_overlapped_step() {
+  optim::CopyOut copy_out = optim::CopyOut::kNone;
+  uint16_t* out16 = nullptr;
+  float* out32 = nullptr;
+  tiered_outputs(&copy_out, &out16, &out32);
+  const double lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
+  tiered_->begin_step(reducer_->reduced_grads().data_ptr<float>(), lr, copy_out, out16, out32);
+  overlapping_ = true;
+}
+
+// Where the nvme step's compute-dtype copy goes: the shard space in memory (fp32: the new
+// master itself, since the master is not in memory), or nowhere when the parameter pieces
+// live in the nvme tier too (the optimizer writes them there itself).
+void ZeroEngine::tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, float** out32) {
+  if (compute_dtype_ != torch::kFloat32) {
+    *copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
+  }
+  if (!shard_space_.defined()) return;
+  if (compute_dtype_ == torch::kFloat32) {
+    *out32 = shard_space_.data_ptr<float>();
+  } else {
+    *out16 = reinterpret_cast<uint16_t*>(shard_space_.data_ptr());
+  }
+}
+
+void ZeroEngine::on_shard_final(int64_t offset, int64_t size) {
+  if (!overlapping_ || size == 0) return;
+  torch::NoGradGuard no_grad;
+  if (comm_->size() > 1) {
+    reducer_->reduced_grads().narrow(0, offset, size).div_(static_cast<double>(comm_->size()));
+  }
+  tiered_->grads_final(static_cast<size_t>(offset), static_cast<size_t>(size));
+}
+
+// A backward that failed after sub-groups were updated: finish nothing more, and refuse to
+// go on, since part of the tier holds this step's values and part the last step's.
+void ZeroEngine::abandon_overlapped_step() {
+  overlapping_ = false;
+  try {
+    tiered_->abandon_step();
+  } catch (...) {
+  }
+  tier_damaged_ =
+      "the nvme tier holds a half-applied step (a backward failed while the step overlapped "
+      "it): resume from the last checkpoint";
 }
 
 void ZeroEngine::launch_delayed_update(const torch::Tensor& grads, double lr) {
@@ -352,7 +508,9 @@ void ZeroEngine::publish_params() {
     if (fp32 && !master_is_params_) params_->flat().copy_(master_, /*non_blocking=*/true);
     return;
   }
-  if (fp32 && !shard_space_.is_same(master_)) shard_space_.copy_(master_, /*non_blocking=*/true);
+  if (fp32 && !tiered_ && !shard_space_.is_same(master_)) {
+    shard_space_.copy_(master_, /*non_blocking=*/true);
+  }
   if (gatherer_) {
     gatherer_->refresh_whole_units();
   } else {
@@ -382,7 +540,8 @@ MemoryStats ZeroEngine::memory() const {
     // Stages 1, 2: the 16-bit shard is the all-gather's send buffer.
     if (shard_space_.defined() && !shard_is_master) m.compute.buffers += shard16;
   } else {
-    m.compute.params = shard16 + gatherer_->whole_bytes();
+    m.compute.params = gatherer_->pieces().resident_bytes() + gatherer_->whole_bytes();
+    if (param_region_) m.nvme.params = param_region_->bytes();
     m.live_unit_bytes = gatherer_->whole_bytes();
     m.peak_live_bytes = static_cast<size_t>(gatherer_->peak_live_elems()) *
                         static_cast<size_t>(shard_space_.element_size());
@@ -392,9 +551,15 @@ MemoryStats ZeroEngine::memory() const {
   m.compute.buffers += reducer_->buffer_bytes() + replicated_->buffer_bytes();
   TierBytes& tier = offload_ ? m.offload : m.compute;
   tier.grads += reducer_->shard_grad_bytes();
-  const bool master_counted = master_is_params_;  // counted as the parameters
-  tier.master = master_counted ? 0 : static_cast<size_t>(master_.numel()) * sizeof(float);
-  tier.optim = optimizer_->state_bytes();
+  if (tiered_) {
+    m.nvme.master = tiered_->disk_bytes() - tiered_->state_disk_bytes();
+    m.nvme.optim = tiered_->state_disk_bytes();
+    tier.buffers += tiered_->host_bytes();  // the sub-group staging, in host memory
+  } else {
+    const bool master_counted = master_is_params_;  // counted as the parameters
+    tier.master = master_counted ? 0 : static_cast<size_t>(master_.numel()) * sizeof(float);
+    tier.optim = optimizer_->state_bytes();
+  }
   m.activations = meter_.kept_bytes();
   return m;
 }

@@ -1,10 +1,37 @@
 // ZeroEngine's checkpoint access: this rank's master and optimizer state, and restoring them.
+#include <cstring>
+
 #include "zoff/core/error.h"
 #include "zoff/engine/zero_engine.h"
 
 namespace zoff::engine {
+namespace {
+
+// A section over an fp32 tensor in host memory.
+StateSection tensor_section(std::string name, torch::Tensor t) {
+  StateSection s;
+  s.name = std::move(name);
+  s.numel = t.numel();
+  float* data = t.data_ptr<float>();
+  s.read = [data](int64_t offset, int64_t n, float* dst) {
+    std::memcpy(dst, data + offset, static_cast<size_t>(n) * sizeof(float));
+  };
+  s.write = [data](int64_t offset, int64_t n, const float* src) {
+    std::memcpy(data + offset, src, static_cast<size_t>(n) * sizeof(float));
+  };
+  return s;
+}
+
+}  // namespace
+
+optim::ShardOptimizer& ZeroEngine::optimizer() {
+  ZOFF_CHECK(optimizer_ != nullptr,
+             "engine.optimizer(): the optimizer state lives in the nvme tier (see tiered())");
+  return *optimizer_;
+}
 
 torch::Tensor ZeroEngine::master_shard() {
+  ZOFF_CHECK(!tiered_, "master_shard(): the master lives in the nvme tier (use state_sections())");
   ZOFF_CHECK(!pending_update_.valid(),
              "master_shard() during a delayed update: synchronize() first");
   // Stage 0's master is the whole buffer, whose single region splits rank by rank.
@@ -12,6 +39,8 @@ torch::Tensor ZeroEngine::master_shard() {
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::optimizer_state_shard() {
+  ZOFF_CHECK(!tiered_,
+             "optimizer_state_shard(): the states live in the nvme tier (use state_sections())");
   ZOFF_CHECK(!pending_update_.valid(),
              "optimizer_state_shard() during a delayed update: synchronize() first");
   std::vector<std::pair<std::string, torch::Tensor>> out;
@@ -21,6 +50,61 @@ std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::optimizer_state_s
     out.emplace_back(name, stage_ == 0 ? whole.narrow(0, shard_.offset, shard_.size) : whole);
   }
   return out;
+}
+
+std::vector<StateSection> ZeroEngine::state_sections() {
+  std::vector<StateSection> out;
+  if (!tiered_) {
+    out.push_back(tensor_section("master", master_shard()));
+    for (auto& [name, t] : optimizer_state_shard()) out.push_back(tensor_section(name, t));
+    return out;
+  }
+  const auto names = tiered_->region_names();
+  for (size_t r = 0; r < names.size(); ++r) {
+    StateSection s;
+    s.name = names[r];
+    s.numel = shard_.size;
+    TieredOptimizer* t = tiered_.get();
+    s.read = [t, r](int64_t offset, int64_t n, float* dst) {
+      t->read(r, static_cast<size_t>(offset), static_cast<size_t>(n), dst);
+    };
+    s.write = [t, r](int64_t offset, int64_t n, const float* src) {
+      t->write(r, static_cast<size_t>(offset), static_cast<size_t>(n), src);
+    };
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// The compute parameters from the master: rounded to the compute dtype (nearest even, as
+// the fused pass does). From the nvme tier, sub-group by sub-group.
+void ZeroEngine::rebuild_compute_from_master() {
+  if (!tiered_) {
+    if (compute_dtype_ != torch::kFloat32) optimizer_output().copy_(master_);
+    return;
+  }
+  // A multiple of 2048 elements: 16-bit chunks of the parameter region start aligned.
+  const int64_t chunk = tiered_->sub_group_elems();
+  auto buf = torch::empty({chunk}, torch::kFloat32);
+  offload::HostBuffer out;
+  if (param_region_) {
+    out = offload::HostBuffer(static_cast<size_t>(chunk) * c10::elementSize(compute_dtype_),
+                              nvme_params_->alignment());
+  }
+  for (int64_t at = 0; at < shard_.size; at += chunk) {
+    const int64_t n = std::min(chunk, shard_.size - at);
+    tiered_->read(0, static_cast<size_t>(at), static_cast<size_t>(n), buf.data_ptr<float>());
+    if (!param_region_) {
+      shard_space_.narrow(0, at, n).copy_(buf.narrow(0, 0, n));
+      continue;
+    }
+    auto rounded = buf.narrow(0, 0, n).to(compute_dtype_);
+    const size_t bytes = static_cast<size_t>(rounded.nbytes());
+    std::memcpy(out.data(), rounded.data_ptr(), bytes);
+    param_region_->write(static_cast<uint64_t>(at) * c10::elementSize(compute_dtype_), out.data(),
+                         bytes)
+        .wait();
+  }
 }
 
 void ZeroEngine::restore_from_shards(int64_t step, int64_t applied_steps) {
@@ -38,14 +122,15 @@ void ZeroEngine::restore_from_shards(int64_t step, int64_t applied_steps) {
     }
     gather(master_);
   }
-  if (compute_dtype_ != torch::kFloat32) {
-    // The 16-bit parameters are the master rounded to nearest even, as the fused pass does.
-    optimizer_output().copy_(master_);
-  }
+  rebuild_compute_from_master();
   publish_params();
   step_ = step;
   applied_ = applied_steps < 0 ? step : applied_steps;
-  optimizer_->set_step_count(applied_);
+  if (tiered_) {
+    tiered_->optimizer().set_step_count(applied_);
+  } else {
+    optimizer_->set_step_count(applied_);
+  }
 }
 
 }  // namespace zoff::engine

@@ -1,80 +1,40 @@
-// The fused backend of ShardOptimizer: SIMD kernels over the shard, split among a thread pool.
-#include <algorithm>
+// The fused backend of ShardOptimizer: a SpanOptimizer over the whole shard and the state it owns.
 #include <string>
 
 #include "shard_optimizer_backends.h"
-#include "simd_targets.h"
-#include "zoff/core/error.h"
 #include "zoff/optim/aligned_floats.h"
-#include "zoff/optim/kernels.h"
 #include "zoff/optim/simd_dispatch.h"
-#include "zoff/optim/thread_pool.h"
+#include "zoff/optim/span_optimizer.h"
 
 namespace zoff::optim::detail {
 namespace {
 
-// Below this many elements per thread, waking another thread costs more than it saves
-// (a wake-up is ~10 us; 64 Ki floats stream in about that time).
-constexpr size_t kMinElementsPerThread = size_t{64} << 10;
-
-enum class Kind { kAdam, kSgd, kAdagrad };
-
 class FusedShardOptimizer final : public ShardOptimizer {
  public:
   FusedShardOptimizer(const OptimizerOptions& options, size_t numel, int threads)
-      : options_(options), numel_(numel), pool_(threads) {
-    if (options.type == "sgd") {
-      kind_ = Kind::kSgd;
-      if (options.momentum != 0.0) add_state("momentum_buffer", 0.0f);
-    } else if (options.type == "adagrad") {
-      kind_ = Kind::kAdagrad;
-      add_state("sum", static_cast<float>(options.initial_accumulator_value));
-    } else {
-      kind_ = Kind::kAdam;
-      add_state("exp_avg", 0.0f);
-      add_state("exp_avg_sq", 0.0f);
+      : numel_(numel), span_(options, threads) {
+    for (const auto& spec : span_.states()) {
+      state_.emplace_back(numel_);
+      span_.fill(state_.back().data(), numel_, spec.initial);
+      pointers_.push_back(state_.back().data());
     }
   }
 
   void step(float* params, const float* grads, double lr, CopyOut copy_out,
             uint16_t* out16) override {
     check_step_arguments(params, grads, lr, copy_out, out16, numel_);
-    ensure_simd_env_applied();  // here, so a bad ZOFF_SIMD throws on the caller's thread
-    const int64_t t = step_ + 1;
-    const auto bounds = split_on_cache_lines(numel_, pool_.size(), first_cache_line_index(params),
-                                             kMinElementsPerThread);
-    switch (kind_) {
-      case Kind::kAdam: {
-        const auto c = adam_coefficients(options_, lr, t);
-        run_parts(bounds, [&](size_t b, size_t n) {
-          fused_adam(c, params + b, grads + b, state_[0].data() + b, state_[1].data() + b, n,
-                     copy_out, copy_out == CopyOut::kNone ? nullptr : out16 + b);
-        });
-        break;
-      }
-      case Kind::kSgd: {
-        const auto c = sgd_coefficients(options_, lr, t);
-        float* buf = state_.empty() ? nullptr : state_[0].data();
-        run_parts(bounds, [&](size_t b, size_t n) {
-          fused_sgd(c, params + b, grads + b, buf == nullptr ? nullptr : buf + b, n, copy_out,
-                    copy_out == CopyOut::kNone ? nullptr : out16 + b);
-        });
-        break;
-      }
-      case Kind::kAdagrad: {
-        const auto c = adagrad_coefficients(options_, lr, t);
-        run_parts(bounds, [&](size_t b, size_t n) {
-          fused_adagrad(c, params + b, grads + b, state_[0].data() + b, n, copy_out,
-                        copy_out == CopyOut::kNone ? nullptr : out16 + b);
-        });
-        break;
-      }
+    span_.begin_step(lr);
+    try {
+      span_.step_span(params, grads, pointers_.data(), numel_, copy_out, out16);
+    } catch (...) {
+      span_.abort_step();  // the step count stays where it was
+      throw;
     }
-    step_ = t;
+    span_.end_step();
   }
 
   size_t numel() const override { return numel_; }
-  int64_t step_count() const override { return step_; }
+  int64_t step_count() const override { return span_.step_count(); }
 
   size_t state_bytes() const override {
     size_t bytes = 0;
@@ -84,47 +44,22 @@ class FusedShardOptimizer final : public ShardOptimizer {
 
   std::map<std::string, float*> state_buffers() override {
     std::map<std::string, float*> buffers;
-    for (size_t i = 0; i < state_.size(); ++i) buffers[state_names_[i]] = state_[i].data();
+    for (size_t i = 0; i < state_.size(); ++i) buffers[span_.states()[i].name] = state_[i].data();
     return buffers;
   }
 
-  void set_step_count(int64_t step) override {
-    ZOFF_CHECK_ARG(step >= 0 && step <= kMaxStepCount, "optimizer: step count = ", step,
-                   ": must be in [0, 2^53]");
-    step_ = step;
-  }
+  void set_step_count(int64_t step) override { span_.set_step_count(step); }
 
   std::string name() const override {
-    return options_.type + " (fused, " + active_simd_target() + ", " +
-           std::to_string(pool_.size()) + " threads)";
+    return span_.options().type + " (fused, " + active_simd_target() + ", " +
+           std::to_string(span_.threads()) + " threads)";
   }
 
  private:
-  // A state buffer of numel floats, filled with `value` by the pool's threads (first touch).
-  void add_state(const std::string& name, float value) {
-    state_names_.push_back(name);
-    state_.emplace_back(numel_);
-    float* data = state_.back().data();
-    const auto bounds = split_on_cache_lines(numel_, pool_.size(), 0, kMinElementsPerThread);
-    run_parts(bounds, [&](size_t b, size_t n) { std::fill(data + b, data + b + n, value); });
-  }
-
-  template <class Body>
-  void run_parts(const std::vector<size_t>& bounds, const Body& body) {
-    pool_.run([&](int k) {
-      const size_t begin = bounds[static_cast<size_t>(k)];
-      const size_t end = bounds[static_cast<size_t>(k) + 1];
-      if (end > begin) body(begin, end - begin);
-    });
-  }
-
-  OptimizerOptions options_;
   size_t numel_;
-  Kind kind_ = Kind::kAdam;
-  ThreadPool pool_;
-  std::vector<std::string> state_names_;
-  std::vector<AlignedFloats> state_;  // each numel floats, in state_names_ order
-  int64_t step_ = 0;
+  SpanOptimizer span_;
+  std::vector<AlignedFloats> state_;  // each numel floats, in span_.states() order
+  std::vector<float*> pointers_;
 };
 
 }  // namespace

@@ -44,6 +44,7 @@ std::string StepLog::to_json(const StepRecord& r) {
               {"buffers", r.mem.buffers()},
               {"compute", tier_json(r.mem.compute)},
               {"offload", tier_json(r.mem.offload)}};
+  if (r.mem.nvme.total() > 0) j["mem"]["nvme"] = tier_json(r.mem.nvme);  // bytes on disk
   // Not model state: bytes forward kept for backward, measured from the CPU allocator.
   j["mem"]["activations"] = r.mem.activations;
   if (r.mem.live_unit_bytes > 0 || r.mem.peak_live_bytes > 0) {

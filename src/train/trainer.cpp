@@ -176,6 +176,12 @@ std::string memory_table(const engine::MemoryStats& m) {
   row("optimizer states", m.compute.optim, m.offload.optim);
   row("buffers (at start)", m.compute.buffers, m.offload.buffers);
   row("total", m.compute.total(), m.offload.total());
+  if (m.nvme.total() > 0) {
+    out += "on disk (nvme tier): master " + human_bytes(static_cast<double>(m.nvme.master)) +
+           ", optimizer states " + human_bytes(static_cast<double>(m.nvme.optim));
+    if (m.nvme.params > 0) out += ", parameters " + human_bytes(static_cast<double>(m.nvme.params));
+    out += "\n";
+  }
   return out;
 }
 
@@ -246,6 +252,12 @@ TrainSummary run_training(const TrainOptions& o) {
         static_cast<long long>(cfg.train_micro_batch_size_per_gpu),
         static_cast<long long>(cfg.gradient_accumulation_steps), world.world_size, threads);
     std::printf("%s", memory_table(stepper->memory()).c_str());
+    if (stepper->engine() != nullptr && stepper->engine()->tiered() != nullptr) {
+      const auto* t = stepper->engine()->tiered();
+      std::printf("nvme tier: %s; sub-groups of %lld elements, %d buffer set(s)\n",
+                  stepper->engine()->nvme_io().c_str(),
+                  static_cast<long long>(t->sub_group_elems()), t->slots());
+    }
     std::fflush(stdout);
   }
 

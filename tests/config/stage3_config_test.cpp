@@ -81,17 +81,14 @@ const WarnedKey kWarnedKeys[] = {
     {"zero_optimization", "stage3_max_reuse_distance"},
     {"zero_optimization", "stage3_gather_16bit_weights_on_model_save"},
     {"zero_optimization", "stage3_gather_fp16_weights_on_model_save"},
-    {"zero_optimization", "sub_group_size"},
     {"zero_optimization", "round_robin_gradients"},
     {"zero_optimization", "memory_efficient_linear"},
     {"zero_optimization", "zero_hpz_partition_size"},
     {"zero_optimization", "zero_quantized_weights"},
     {"zero_optimization", "zero_quantized_gradients"},
     {"zero_optimization", "mics_shard_size"},
-    {"zero_optimization.offload_param", "nvme_path"},
     {"zero_optimization.offload_param", "buffer_count"},
     {"zero_optimization.offload_param", "buffer_size"},
-    {"zero_optimization.offload_param", "max_in_cpu"},
     {"activation_checkpointing", "partition_activations"},
     {"activation_checkpointing", "cpu_checkpointing"},
     {"activation_checkpointing", "contiguous_memory_optimization"},
@@ -140,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(Stage3Config, WarnedKeyTest, ::testing::ValuesIn(kWarne
 TEST(Stage3Config, SeveralWarnedKeysWarnOnceEach) {
   const Config c = parse_config(R"({"train_batch_size": 4, "zero_optimization": {"stage": 3,
       "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": true,
-      "sub_group_size": 1e9}, "activation_checkpointing": {"partition_activations": false,
+      "round_robin_gradients": true}, "activation_checkpointing": {"partition_activations": false,
       "cpu_checkpointing": true, "bogus": 1}})",
                                 1);
   EXPECT_TRUE(c.activation_checkpointing);
@@ -148,7 +145,7 @@ TEST(Stage3Config, SeveralWarnedKeysWarnOnceEach) {
   for (const char* part :
        {"zero_optimization.stage3_max_reuse_distance is not used by zoff",
         "zero_optimization.stage3_gather_16bit_weights_on_model_save is not used by zoff",
-        "zero_optimization.sub_group_size is not used by zoff",
+        "zero_optimization.round_robin_gradients is not used by zoff",
         "activation_checkpointing.partition_activations is not used by zoff",
         "activation_checkpointing.cpu_checkpointing is not used by zoff",
         "unknown key 'activation_checkpointing.bogus'"}) {
@@ -194,13 +191,13 @@ const BadStage3Config kBadConfigs[] = {
     {"offload_param_not_object",
      R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "offload_param": "cpu"}})",
      "zero_optimization.offload_param = \"cpu\": must be a JSON object"},
-    {"offload_param_nvme",
+    {"offload_param_nvme_without_path",
      R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})",
-     "zero_optimization.offload_param.device = \"nvme\": parameter offload to NVMe is not "
-     "implemented yet"},
+     "zero_optimization.offload_param.device = \"nvme\": needs "
+     "zero_optimization.offload_param.nvme_path"},
     {"offload_param_gpu",
      R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "offload_param": {"device": "gpu"}}})",
-     "zero_optimization.offload_param.device = \"gpu\": must be \"none\" or \"cpu\""},
+     "zero_optimization.offload_param.device = \"gpu\": must be \"none\", \"cpu\" or \"nvme\""},
     {"offload_param_device_number",
      R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "offload_param": {"device": 1}}})",
      "zero_optimization.offload_param.device = 1: must be a string"},

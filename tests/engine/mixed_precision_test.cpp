@@ -216,15 +216,33 @@ TEST(Offload, AccumulationOverFourMicroBatchesMatchesOneBigBatch) {
   }
 }
 
-TEST(Offload, RejectsNvmeForNow) {
+TEST(Offload, NvmeWithoutAUsableDirectoryIsRefusedNamingIt) {
   auto cfg = base_config(2, 1, kGlobal, 1);
   cfg.zero.offload_optimizer.device = "nvme";
+  cfg.zero.offload_optimizer.nvme_path = "/proc/zoff-no-such-dir";
   testing::run_ranks(1, [&](dist::CommPtr comm, int) {
     auto model = make_model(5);
-    EXPECT_THROW(ZeroEngine(model.ptr(), cfg, comm), UsageError);
+    try {
+      ZeroEngine engine(model.ptr(), cfg, comm);
+      ADD_FAILURE() << "no error";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("/proc/zoff-no-such-dir"), std::string::npos)
+          << e.what();
+    }
   });
 }
 
+TEST(Offload, NvmeWithTheTorchOptimizerBackendIsRefused) {
+  auto cfg = base_config(2, 1, kGlobal, 1);
+  cfg.zero.offload_optimizer.device = "nvme";
+  cfg.zero.offload_optimizer.nvme_path = "/var/tmp";
+  EngineOptions eo;
+  eo.optimizer_backend = optim::OptimizerBackend::kTorch;
+  testing::run_ranks(1, [&](dist::CommPtr comm, int) {
+    auto model = make_model(5);
+    EXPECT_THROW(ZeroEngine(model.ptr(), cfg, comm, eo), UsageError);
+  });
+}
 }  // namespace
 }  // namespace zoff::engine
 

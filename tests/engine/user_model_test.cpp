@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <set>
+#include <string>
 
 #include "engine_test_support.h"
 #include "zoff/core/error.h"
@@ -145,6 +149,50 @@ TEST_P(UserModelMatchesLibTorch, LossesParametersAndEqualBuffers) {
 INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, UserModelMatchesLibTorch,
                          ::testing::Combine(::testing::Values(0, 1, 2, 3),
                                             ::testing::Values(1, 2, 3)));
+
+// offload_optimizer.device = nvme runs the same kernels on the same values as cpu, only
+// streamed from files in sub-groups: losses, parameters and buffers are equal bit for bit.
+class UserModelNvmeOffload : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+
+TEST_P(UserModelNvmeOffload, IsBitwiseTheCpuOffloadRun) {
+  const auto [stage, world, bf16] = GetParam();
+  auto cfg = user_config(stage, world);
+  cfg.bf16 = bf16;
+  cfg.zero.offload_optimizer.device = "cpu";
+  const auto want = run_engine(cfg, world);
+  const std::string dir = "/var/tmp/zoff_user_model_nvme_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  cfg.zero.offload_optimizer.device = "nvme";
+  cfg.zero.offload_optimizer.nvme_path = dir;
+  cfg.zero.sub_group_size = 1024;
+  // The step overlapped with backward (the default: no clipping, no fp16) or after it, and
+  // at stage 3 the parameter pieces on disk too.
+  std::vector<config::Config> variants{cfg, cfg};
+  variants[1].zero.offload_optimizer.overlap_step = false;
+  if (stage == 3) {
+    variants.push_back(cfg);
+    variants.back().zero.offload_param.device = "nvme";
+    variants.back().zero.offload_param.nvme_path = dir;
+    variants.back().zero.offload_param.max_in_cpu = 50;  // read ahead a unit or two
+  }
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const auto got = run_engine(variants[v], world);
+    for (int r = 0; r < world; ++r) {
+      const auto& a = want[static_cast<size_t>(r)];
+      const auto& b = got[static_cast<size_t>(r)];
+      EXPECT_EQ(a.losses, b.losses) << "variant " << v << " rank " << r;
+      EXPECT_TRUE(torch::equal(a.params, b.params)) << "variant " << v << " rank " << r;
+      EXPECT_TRUE(torch::equal(a.buffers, b.buffers)) << "variant " << v << " rank " << r;
+    }
+  }
+  // The tier removed its files when the engine went away.
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesWorldsPrecisions, UserModelNvmeOffload,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(1, 3),
+                                            ::testing::Bool()));
 
 TEST(UserModel, TiedWeightIsOneParameterAndFrozenOnesAreNotTrained) {
   auto model = make_user_model();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,14 @@ struct RankFileSection {
   std::string dtype;    // "F32" or "U8"
   uint64_t offset = 0;  // bytes from the data start
   uint64_t bytes = 0;
-  const void* data = nullptr;  // writing only: where the bytes come from
+  const void* data = nullptr;  // writing only: where the bytes come from, or
+  // writing only, when data is null: fills `bytes` bytes of the section from byte `offset`
+  // into `dst` (a section streamed from a tier, in chunks of kRankFileChunkBytes).
+  std::function<void(uint64_t offset, void* dst, size_t bytes)> source;
 };
+
+// Bytes per chunk of a streamed section (a multiple of 4, so fp32 elements never split).
+inline constexpr size_t kRankFileChunkBytes = size_t{16} << 20;
 
 struct RankFileHeader {
   int rank = 0;

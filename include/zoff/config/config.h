@@ -29,14 +29,27 @@ struct OffloadConfig {
   // backward of step t+1 run on the parameters of step t-1. Needs device = cpu.
   bool delayed_param_update = false;
   int64_t dpu_warmup_steps = 40;
-  std::string nvme_path;  // nvme only
+  std::string nvme_path;  // nvme only: the directory of the per-rank tier files
+  // nvme only: fp32 host buffers of zero_optimization.sub_group_size elements the step
+  // streams master and states through (DeepSpeed's buffer_count). 0 = three sub-groups'
+  // worth, (1 + optimizer states) x 3, so that sub-group i+1 is read while i is updated
+  // and i-1 written back. Fewer than one sub-group's worth is refused.
+  int64_t buffer_count = 0;
+  // nvme only (zoff): step each sub-group as soon as its gradients are final, while
+  // backward goes on. Exact, so it applies only when nothing needs every gradient first:
+  // gradient_clipping = 0 and no fp16 (the global norm or the overflow check would be
+  // needed before any update); otherwise the step waits for backward to end.
+  bool overlap_step = true;
 };
 
 // offload_param (stage 3): where each rank's parameter shards live. On a CPU-only machine
 // "cpu" is where they are anyway; "nvme" comes with the NVMe tier.
 struct OffloadParamConfig {
-  std::string device = "none";  // none | cpu
+  std::string device = "none";  // none | cpu | nvme
   bool pin_memory = false;
+  std::string nvme_path;  // nvme only
+  // nvme only: elements of pieces read ahead of use into host memory (DeepSpeed's key).
+  int64_t max_in_cpu = 1000000000;
 };
 
 struct ZeroConfig {
@@ -52,6 +65,19 @@ struct ZeroConfig {
   int64_t stage3_max_live_parameters = 1000000000;
   int64_t stage3_param_persistence_threshold = 100000;
   OffloadParamConfig offload_param;
+  // Elements per sub-group of the optimizer step streamed from NVMe (DeepSpeed's key;
+  // zoff's default is 1e7, not DeepSpeed's 1e9, so the host buffers stay ~0.5 GB).
+  int64_t sub_group_size = 10000000;
+};
+
+// DeepSpeed's `aio` section: how the NVMe tier does its I/O (offload/aio_options.h).
+struct AioConfig {
+  int64_t block_size = 1048576;  // bytes per request, a multiple of 4096
+  int64_t queue_depth = 8;       // requests in flight
+  int64_t thread_count = 1;      // threads of the pread/pwrite fallback
+  bool single_submit = false;
+  bool overlap_events = true;
+  std::string backend = "auto";  // zoff: auto | io_uring | threads
 };
 
 struct Fp16Config {
@@ -74,6 +100,7 @@ struct Config {
   optim::OptimizerOptions optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;
+  AioConfig aio;
   bool bf16 = false;
   Fp16Config fp16;
   // DeepSpeed's activation_checkpointing section: present = on. zoff recomputes each gpt
@@ -91,7 +118,8 @@ struct Config {
 //  - optimizer type "Adam" is plain Adam (L2 weight decay) unless params.adam_w_mode is true;
 //    DeepSpeed's own default for adam_w_mode is true.
 //  - offload_optimizer needs stage >= 1, offload_param (device other than "none") stage 3;
-//    device "nvme" is refused for parameters (not implemented yet). DeepSpeed keys zoff does
+//    device "nvme" needs nvme_path. zero_optimization.sub_group_size defaults to 1e7
+//    (DeepSpeed: 1e9). DeepSpeed keys zoff does
 //    not use (stage-3 and activation_checkpointing tuning) are accepted with a warning saying
 //    what zoff does instead.
 //  - duplicate keys in one object are an error (as in DeepSpeed), unknown keys a warning.

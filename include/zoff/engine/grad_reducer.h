@@ -38,6 +38,12 @@ struct GradReducerOptions {
   // Called (on the backward thread) once every trainable parameter of a unit has its
   // gradient for this backward and the gradients were copied out (stage 3 releases it).
   std::function<void(size_t unit)> on_unit_done;
+  // Stages 1-3, last micro-batch of an accumulation: called once per bucket as soon as
+  // its reduced sum is final in the shard, with the bucket's shard range (offset, size in
+  // elements), on the thread that drained it. When set, finished collectives are drained
+  // while backward goes on, not only at its end: the optimizer step overlaps backward
+  // through this.
+  std::function<void(int64_t shard_offset, int64_t size)> on_shard_final;
 };
 
 class GradReducer {
@@ -80,6 +86,7 @@ class GradReducer {
   void launch(size_t bucket);
   void permute_rank_major(const partition::UnitBucket& bucket, const torch::Tensor& staging);
   void drain_one();
+  void drain_finished();
   torch::Tensor acquire_staging();
 
   const partition::ModelLayout& layout_;

@@ -21,6 +21,9 @@ struct TierBytes {
 struct MemoryStats {
   TierBytes compute;  // the compute device
   TierBytes offload;  // the offload tier (host memory), empty without offload
+  // Bytes on disk in the NVMe tier (offload_optimizer/offload_param device "nvme"): not
+  // memory. The host buffers the NVMe step streams through count in offload.buffers.
+  TierBytes nvme;
   // Stage 3: bytes of whole (gathered) units now, included in compute.params, and the most
   // ever whole at once of units that are not persistent (bounded by
   // stage3_max_live_parameters plus one unit).
@@ -32,6 +35,7 @@ struct MemoryStats {
   // The summary the logs report: params, grads, optim = master + optimizer states.
   size_t params() const { return compute.params + offload.params; }
   size_t grads() const { return compute.grads + offload.grads; }
+  // Summaries of memory: the NVMe tier's disk bytes are not in them.
   size_t optim() const { return compute.master + compute.optim + offload.master + offload.optim; }
   size_t buffers() const { return compute.buffers + offload.buffers; }
 };

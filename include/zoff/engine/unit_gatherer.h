@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "zoff/dist/comm.h"
+#include "zoff/engine/unit_pieces.h"
 #include "zoff/partition/flat_buffer.h"
 #include "zoff/partition/model_layout.h"
 #include "zoff/unit/unit_hooks.h"
@@ -22,8 +23,8 @@ struct UnitGathererOptions {
   int64_t persistence_threshold = 100000;  // stage3_param_persistence_threshold
 };
 
-// Every rank keeps its shard of each unit in `shard_space` (compute dtype, one element per
-// element of its shard space). A unit is whole (all-gathered into its own flat buffer, of
+// Every rank keeps its piece of each unit in `pieces` (compute dtype: a host tensor, or a
+// tier on disk read ahead of use along the same trace as the gathers). A unit is whole (all-gathered into its own flat buffer, of
 // which the module's parameters are views) only between zoff::with_unit's before_forward
 // and after_forward, and again from the gradient of its output to the end of its own
 // backward. Releasing frees the buffer's storage but keeps the tensors, so the views that
@@ -43,15 +44,18 @@ class UnitGatherer final : public unit::UnitHooks {
  public:
   enum class State { kReleased, kGathering, kGathered };
 
-  // One whole buffer per unit (compute dtype, shard_space's device); this rank's pieces of
-  // the units are views of shard_space. Fill every unit, then bind the parameters.
+  // One whole buffer per unit (`dtype`, host memory). Fill every unit, then bind the
+  // parameters.
   UnitGatherer(const partition::ModelLayout& layout,
                std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units,
-               torch::Tensor shard_space, dist::CommPtr comm, UnitGathererOptions options);
+               std::unique_ptr<UnitPieces> pieces, torch::ScalarType dtype, dist::CommPtr comm,
+               UnitGathererOptions options);
   ~UnitGatherer() override;
 
-  // Copies one unit's padded values (compute dtype) in: called for every unit at setup.
+  // Copies one unit's padded values (compute dtype) in: called for every unit at setup,
+  // in order, then finish_fill().
   void fill_unit(size_t unit, const torch::Tensor& values);
+  void finish_fill() { pieces_->finish_fill(); }
   // Makes the trainable `params` (indexed like the layout's module_index) views of the
   // units' whole buffers.
   void bind_parameters(const std::vector<torch::Tensor>& params);
@@ -77,12 +81,13 @@ class UnitGatherer final : public unit::UnitHooks {
   int64_t peak_live_elems() const { return peak_live_; }
   // Bytes of whole units now (persistent ones included).
   size_t whole_bytes() const;
+  const UnitPieces& pieces() const { return *pieces_; }
 
  private:
   struct Unit {
     std::vector<partition::ParamSlot> slots;  // offsets within the unit
     std::unique_ptr<partition::FlatBuffer> whole;
-    torch::Tensor shard;  // this rank's piece, a view of shard_space
+    torch::Tensor sending;  // this rank's piece while an all-gather reads it
     State state = State::kGathered;
     dist::WorkPtr work;
     bool persistent = false;
@@ -93,6 +98,8 @@ class UnitGatherer final : public unit::UnitHooks {
   void gather_async(size_t u);
   void wait_whole(size_t u);
   void release(size_t u);
+  void finish_send(size_t u);
+  void read_ahead(size_t pos, size_t from);
   void prefetch_forward(size_t u);
   void prefetch_backward(size_t u);
   void prefetch(size_t u);
@@ -100,7 +107,7 @@ class UnitGatherer final : public unit::UnitHooks {
 
   const partition::ModelLayout& layout_;
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units_;
-  torch::Tensor shard_space_;
+  std::unique_ptr<UnitPieces> pieces_;
   dist::CommPtr comm_;
   UnitGathererOptions options_;
   std::vector<Unit> units_;

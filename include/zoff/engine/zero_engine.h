@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <vector>
@@ -15,8 +16,11 @@
 #include "zoff/engine/loss_scaler.h"
 #include "zoff/engine/memory_stats.h"
 #include "zoff/engine/replicated_states.h"
+#include "zoff/engine/tiered_optimizer.h"
 #include "zoff/engine/unit_gatherer.h"
+#include "zoff/engine/unit_pieces.h"
 #include "zoff/engine/unit_plan.h"
+#include "zoff/offload/tier.h"
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/partition/flat_buffer.h"
 #include "zoff/partition/flat_layout.h"
@@ -29,6 +33,16 @@ struct EngineOptions {
   // optimizers on the shard as the reference path).
   optim::OptimizerBackend optimizer_backend = optim::OptimizerBackend::kFused;
   int optimizer_threads = 1;
+};
+
+// One fp32 section of a rank's checkpointed state ("master", "exp_avg", ...): `numel`
+// elements (this rank's shard), copied in ranges so a section on disk never has to be
+// whole in memory. read/write take (element offset, count, host pointer).
+struct StateSection {
+  std::string name;
+  int64_t numel = 0;
+  std::function<void(int64_t, int64_t, float*)> read;
+  std::function<void(int64_t, int64_t, const float*)> write;
 };
 
 // What one optimizer step did.
@@ -53,6 +67,9 @@ struct StepStats {
 //   the fp32 master shard, optimizer states and fp32 gradient shard live in the offload
 //   tier (host memory) with offload_optimizer.device = cpu, else on the compute device;
 //   one fused pass updates the master and writes the 16-bit copy of the shard;
+//   with offload_optimizer.device = nvme the master and optimizer states live in files
+//   under nvme_path instead and the pass streams through them in sub-groups
+//   (tiered_optimizer.h), same kernels, same result bit for bit;
 //   stages 1, 2: the new shards are all-gathered unit by unit into every rank's whole
 //   parameters; stage 3 keeps only the shards and gathers a unit when the model runs it
 //   (unit_gatherer.h, zoff::unit_forward / with_unit in unit_call.h).
@@ -97,7 +114,12 @@ class ZeroEngine {
   // This rank's range of the rank-major concatenation of all ranks' shard spaces:
   // {rank * layout().shard_size(), layout().shard_size()} (how checkpoints split state).
   partition::Shard shard() const { return shard_; }
-  optim::ShardOptimizer& optimizer() { return *optimizer_; }
+  // The in-memory optimizer (not with offload_optimizer.device = nvme: see tiered()).
+  optim::ShardOptimizer& optimizer();
+  // The NVMe-streamed optimizer, or nullptr.
+  const TieredOptimizer* tiered() const { return tiered_.get(); }
+  // "io_uring, O_DIRECT"-style description of the NVMe tier's I/O, or "" without one.
+  std::string nvme_io() const { return nvme_ ? nvme_->io_description() : std::string(); }
   const LossScaler* loss_scaler() const { return scaler_.get(); }
   LossScaler* loss_scaler() { return scaler_.get(); }
   const ReplicatedStates& replicated() const { return *replicated_; }
@@ -109,6 +131,10 @@ class ZeroEngine {
   // --- Checkpoint access: everything a rank must save to resume, as fp32 1-D tensors of
   // shard().size elements (this rank's shard space), writable in place. Same shape of data
   // at every stage. Call synchronize() first when delayed parameter update is on.
+  // Every section, master first then the optimizer's states, wherever they live (host
+  // memory or the NVMe tier): what checkpoints stream.
+  std::vector<StateSection> state_sections();
+  // In-memory only (not with offload_optimizer.device = nvme, which throws):
   // The fp32 values of this rank's parameters (the master copy when one exists).
   torch::Tensor master_shard();
   // The optimizer's state (e.g. "exp_avg", "exp_avg_sq") over this rank's shard.
@@ -123,6 +149,10 @@ class ZeroEngine {
  private:
   void check_config();
   void setup_buffers();
+  void setup_nvme();
+  std::unique_ptr<UnitPieces> make_unit_pieces();
+  offload::AioOptions aio_options() const;
+  void tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, float** out32);
   void load_unit_values();
   torch::Tensor unit_values_fp32(size_t unit) const;
   void setup_reducer();
@@ -132,6 +162,11 @@ class ZeroEngine {
   void clip_and_measure(const torch::Tensor& grads, StepStats* stats);
   void launch_delayed_update(const torch::Tensor& grads, double lr);
   void update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16);
+  void rebuild_compute_from_master();
+  bool can_overlap_step() const;
+  void begin_overlapped_step();
+  void on_shard_final(int64_t offset, int64_t size);
+  void abandon_overlapped_step();
   torch::Tensor optimizer_output() const;
   torch::Tensor copy_out_target() const;
   void publish_params();
@@ -161,7 +196,16 @@ class ZeroEngine {
   torch::Tensor master_;
   bool master_is_params_ = false;  // master_ is the compute parameters themselves
   std::unique_ptr<GradReducer> reducer_;
-  std::unique_ptr<optim::ShardOptimizer> optimizer_;
+  std::unique_ptr<optim::ShardOptimizer> optimizer_;  // in memory (not with nvme)
+  std::unique_ptr<offload::Tier> nvme_;               // offload_optimizer.device = nvme
+  std::unique_ptr<TieredOptimizer> tiered_;           // master and states in nvme_
+  std::unique_ptr<offload::Tier> nvme_params_;        // offload_param.device = nvme
+  std::unique_ptr<offload::TierRegion> param_region_; // this rank's unit pieces in it
+  // The nvme step overlapped with the last micro-batch's backward (tiered_optimizer.h):
+  // on between that backward's start and step(). `tier_damaged_` says why the tier's state
+  // can no longer be trusted (a backward failed with sub-groups already updated).
+  bool overlapping_ = false;
+  std::string tier_damaged_;
   std::unique_ptr<LossScaler> scaler_;
   int64_t step_ = 0;     // optimizer steps, including fp16-skipped ones
   int64_t applied_ = 0;  // steps that updated the parameters (drives the lr schedule)

@@ -1,0 +1,154 @@
+// The optimizer step over a master copy and states that live in a tier (NVMe), streamed in sub-groups.
+#pragma once
+
+#include <cstddef>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "zoff/offload/host_buffer.h"
+#include "zoff/offload/tier.h"
+#include "zoff/optim/span_optimizer.h"
+
+namespace zoff::engine {
+
+struct SubGroupOptions {
+  int64_t sub_group_elems = 10000000;  // zero_optimization.sub_group_size
+  // fp32 host buffers of sub_group_elems each; 0 = 3 x (1 + states). Must hold at least one
+  // sub-group (1 + states buffers).
+  int64_t buffer_count = 0;
+  // Longest wait of finish_step() for the worker (each I/O wait has the tier's own timeout).
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+};
+
+// Owns `numel` fp32 elements of master weights and of each optimizer state as regions of a
+// tier ("master", then the optimizer's state names). step() streams them through the fused
+// optimizer in sub-groups of sub_group_elems elements with `slots` = buffer_count / (1 +
+// states) sets of host buffers:
+//   read sub-group i+1 .. i+slots-2 | update sub-group i | write back sub-group i-1
+// (with 3 slots: read i+1 while updating i and writing i-1; with 2 the write of i-1 is
+// waited for before i+1 is read; with 1 each sub-group is read, updated, written in turn).
+// The kernels are elementwise and the step count advances once per step, so the result
+// is bit for bit the in-memory step's. Host memory: buffer_count x sub_group_elems x 4
+// bytes, whatever numel is.
+//
+// Values come in once at start through append_master() (in element order) and states
+// start at their initial values. Checkpoints stream every region with read()/write().
+class TieredOptimizer {
+ public:
+  TieredOptimizer(offload::Tier& tier, const optim::OptimizerOptions& options, int threads,
+                  size_t numel, SubGroupOptions sub_groups);
+  ~TieredOptimizer();
+  TieredOptimizer(const TieredOptimizer&) = delete;
+  TieredOptimizer& operator=(const TieredOptimizer&) = delete;
+
+  // Setup: the master's values in element order, any number of calls of any size, each
+  // starting at element `offset` (checked: the next one), then finish_master() once every
+  // element came (throws zoff::Error otherwise).
+  void append_master(size_t offset, const float* values, size_t n);
+  void finish_master();
+
+  // One optimizer step, all at once: begin_step(), then finish_step().
+  void step(const float* grads, double lr, optim::CopyOut copy_out, uint16_t* out16,
+            float* out32);
+
+  // One optimizer step in pieces, overlapped with whatever the caller does meanwhile
+  // (backward): begin_step() fixes the step (grads: numel fp32 in host memory; the rounded
+  // new master goes to out16 when copy_out != kNone; out32, when not null, receives the new
+  // fp32 master); submit(g) hands sub-group g (elements [g * sub_group_elems(), ...)) to
+  // the worker thread once its gradients are final, in any order; finish_step() submits
+  // the sub-groups not submitted yet, in order, and waits for all (at most `timeout`).
+  // Until finish_step() returns, the caller must not write grads of submitted sub-groups
+  // nor touch out16/out32. Throws zoff::Error on an I/O failure (from finish_step): the
+  // step is then not counted and the regions are half updated (the run must stop).
+  void begin_step(const float* grads, double lr, optim::CopyOut copy_out, uint16_t* out16,
+                  float* out32);
+  void submit(size_t group);
+  // Elements [offset, offset + n) of the gradients are final: submits each sub-group all
+  // of whose elements are now final. Ranges of one step must not overlap.
+  void grads_final(size_t offset, size_t n);
+  void finish_step();
+  // Ends a step without submitting more: waits for the sub-groups already submitted, does
+  // not count the step. The regions then mix old and new values.
+  void abandon_step();
+  bool in_step() const { return job_.active; }
+  size_t groups() const;
+
+  // Writes the compute-dtype copy of each updated sub-group into `region` (shard-space
+  // order, `element_bytes` per element: 2 for bf16/fp16 copy-out, 4 for fp32) instead of
+  // out16/out32: the stage-3 parameter pieces on disk. nullptr: back to out16/out32.
+  void set_output_region(offload::TierRegion* region, size_t element_bytes);
+
+  // Region names: "master", then the optimizer's states (optimizer().states()).
+  std::vector<std::string> region_names() const;
+  // Synchronous element-range copies of one region, any offset and size, streamed through
+  // one sub-group buffer (never more in memory).
+  void read(size_t region, size_t offset, size_t n, float* dst);
+  void write(size_t region, size_t offset, size_t n, const float* src);
+
+  size_t numel() const { return numel_; }
+  optim::SpanOptimizer& optimizer() { return optimizer_; }
+  const optim::SpanOptimizer& optimizer() const { return optimizer_; }
+  int64_t sub_group_elems() const { return group_; }
+  int slots() const { return static_cast<int>(slots_.size()); }
+  size_t host_bytes() const;  // the staging buffers
+  size_t disk_bytes() const;  // the regions, master included
+  size_t state_disk_bytes() const;  // the optimizer states' regions
+
+ private:
+  struct Slot;
+  struct Job {  // the step in progress
+    const float* grads = nullptr;
+    optim::CopyOut copy_out = optim::CopyOut::kNone;
+    uint16_t* out16 = nullptr;
+    float* out32 = nullptr;
+    bool active = false;
+  };
+  offload::TierRegion* out_region_ = nullptr;
+  size_t out_bytes_ = 0;  // bytes per element of out_region_
+  size_t group_size(size_t g) const;
+  void issue_read(size_t g, Slot& slot);
+  void update(size_t g, Slot& slot);
+  void issue_write(size_t g, Slot& slot);
+  void wait_all();
+  void worker_loop();
+  void run_pipeline();
+  bool next_group(bool block, size_t* g);
+  bool close_and_wait();
+  void check_regions() const;
+  void fill_states();
+  template <class Copy>
+  void stream_range(size_t region, size_t offset, size_t n, bool write_back, const Copy& copy);
+
+  offload::Tier& tier_;
+  optim::SpanOptimizer optimizer_;
+  size_t numel_;
+  int64_t group_;  // elements per sub-group, a multiple of the tier's alignment in floats
+  std::vector<std::unique_ptr<offload::TierRegion>> regions_;  // master, then states
+  std::vector<std::unique_ptr<Slot>> slots_;
+  size_t appended_ = 0;  // master elements written so far by append_master
+
+  // The worker thread runs the pipeline of each step over the sub-groups submitted to it.
+  Job job_;
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable wake_;      // to the worker: a step began, a group came, closing
+  std::condition_variable finished_;  // to finish_step(): the worker is done with the step
+  std::deque<size_t> queue_;          // submitted, not yet taken by the worker
+  std::vector<bool> submitted_;       // per sub-group, this step
+  std::vector<size_t> final_elems_;   // per sub-group, elements made final by grads_final
+  bool closing_ = false;              // finish_step() was called: no more groups
+  bool running_ = false;              // the worker is inside run_pipeline()
+  bool stop_ = false;                 // destructor
+  std::exception_ptr error_;          // what the worker threw this step
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace zoff::engine

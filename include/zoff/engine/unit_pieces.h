@@ -1,0 +1,51 @@
+// Where a rank's pieces of the stage-3 units live: a tensor in memory, or a tier read on demand.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "zoff/offload/host_buffer.h"
+#include "zoff/offload/tier.h"
+#include "zoff/partition/model_layout.h"
+
+namespace zoff::engine {
+
+// Unit u's piece on this rank is shard-space elements [shard_offset, + shard_size) of the
+// layout's unit u, in the compute dtype. The gatherer asks for a piece to all-gather it,
+// says when the gather no longer needs it, and names the units it will need next.
+class UnitPieces {
+ public:
+  virtual ~UnitPieces() = default;
+  // Unit u's piece, valid until done(u) (host memory: for its whole life). May wait for a
+  // read.
+  virtual torch::Tensor get(size_t u) = 0;
+  virtual void done(size_t u) = 0;
+  // Starts bringing u's piece in; false when the read-ahead budget is used up (nothing
+  // was started), true otherwise (also when it is in memory already).
+  virtual bool prefetch(size_t u) = 0;
+  // The values behind the pieces changed (an optimizer step, a restore): forget every
+  // piece read so far. Not while an all-gather reads one.
+  virtual void invalidate() = 0;
+  // Setup, every unit in order: u's values.
+  virtual void fill(size_t u, const torch::Tensor& piece) = 0;
+  virtual void finish_fill() = 0;
+  // Bytes of pieces in host memory now, and the most so far.
+  virtual size_t resident_bytes() const = 0;
+  virtual size_t peak_resident_bytes() const = 0;
+};
+
+// Pieces as views of `shard_space` (the in-memory stages 1-3 layout): always resident.
+std::unique_ptr<UnitPieces> make_host_unit_pieces(const partition::ModelLayout& layout,
+                                                  torch::Tensor shard_space);
+
+// Pieces in `region` (shard-space order, compute dtype, layout.shard_size() elements) of
+// a tier with the given alignment, read into host buffers of their own when needed: at
+// most `max_in_cpu` elements read ahead (offload_param.max_in_cpu); a piece asked for now
+// is read whatever the budget. `region` must outlive the pieces.
+std::unique_ptr<UnitPieces> make_tier_unit_pieces(const partition::ModelLayout& layout,
+                                                  offload::TierRegion& region, size_t alignment,
+                                                  torch::ScalarType dtype, int64_t max_in_cpu);
+
+}  // namespace zoff::engine

@@ -1,0 +1,71 @@
+// The fused optimizer update over spans the caller holds: what a tier streams through, sub-group by sub-group.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zoff/optim/shard_optimizer.h"
+#include "zoff/optim/thread_pool.h"
+
+namespace zoff::optim {
+
+// One state buffer the update needs per parameter (Adam's exp_avg, ...) and the value it
+// starts with.
+struct StateSpec {
+  std::string name;
+  float initial = 0.0f;
+};
+
+// The fused kernels of make_shard_optimizer's kFused backend, without owning any state: the
+// caller keeps params, grads and the states wherever it likes (host memory, buffers streamed
+// from disk) and hands them over span by span. One optimizer step is
+//   begin_step(lr); step_span(...) for every span, in any order; end_step();
+// so the step count t, and with it Adam's bias corrections, advances once per optimizer
+// step however many spans it is cut into. Each span is split among `threads` threads.
+// The result of a span does not depend on how the shard is cut (the kernels are
+// elementwise), so a streamed step equals the in-memory one bit for bit.
+class SpanOptimizer {
+ public:
+  // Throws zoff::UsageError naming a bad hyper-parameter or thread count.
+  SpanOptimizer(const OptimizerOptions& options, int threads);
+
+  // The states step_span() takes, in its order (e.g. exp_avg, exp_avg_sq).
+  const std::vector<StateSpec>& states() const { return states_; }
+  const OptimizerOptions& options() const { return options_; }
+  int threads() const { return pool_.size(); }
+
+  // Fixes this step's coefficients: lr (the schedule's value), t = step_count() + 1.
+  void begin_step(double lr);
+  // Updates n elements: params in place, states[i] (states().size() pointers of n floats),
+  // and when copy_out != kNone writes the rounded params to out16 (n elements).
+  void step_span(float* params, const float* grads, float* const* states, size_t n,
+                 CopyOut copy_out, uint16_t* out16);
+  void end_step();
+  // Leaves a step that failed half-way without counting it (the caller restores or
+  // refuses to continue; the spans already updated stay updated).
+  void abort_step() { in_step_ = false; }
+  bool in_step() const { return in_step_; }
+
+  int64_t step_count() const { return step_; }
+  // Throws zoff::UsageError outside [0, 2^53].
+  void set_step_count(int64_t step);
+  // Fills n floats with a state's initial value, split among the threads (first touch).
+  void fill(float* data, size_t n, float value);
+
+ private:
+  enum class Kind { kAdam, kSgd, kAdagrad };
+  template <class Body>
+  void run_split(size_t n, size_t first_aligned, const Body& body);
+
+  OptimizerOptions options_;
+  Kind kind_ = Kind::kAdam;
+  std::vector<StateSpec> states_;
+  ThreadPool pool_;
+  int64_t step_ = 0;
+  bool in_step_ = false;
+  double lr_ = 0.0;
+};
+
+}  // namespace zoff::optim

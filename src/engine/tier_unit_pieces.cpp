@@ -1,0 +1,140 @@
+// make_tier_unit_pieces: stage-3 pieces kept in a tier region (NVMe) and read ahead of use.
+#include <algorithm>
+#include <cstring>
+
+#include "zoff/core/error.h"
+#include "zoff/engine/unit_pieces.h"
+
+namespace zoff::engine {
+namespace {
+
+// Bytes of the staging buffer that setup's pieces are appended through.
+constexpr size_t kFillChunkBytes = size_t{4} << 20;
+
+size_t round_down(size_t x, size_t a) { return x / a * a; }
+size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+class TierUnitPieces final : public UnitPieces {
+ public:
+  TierUnitPieces(const partition::ModelLayout& layout, offload::TierRegion& region,
+                 size_t alignment, torch::ScalarType dtype, int64_t max_in_cpu)
+      : layout_(layout),
+        region_(region),
+        alignment_(alignment),
+        dtype_(dtype),
+        element_bytes_(c10::elementSize(dtype)),
+        max_in_cpu_(max_in_cpu),
+        pieces_(layout.units().size()),
+        staging_(kFillChunkBytes, alignment) {}
+
+  torch::Tensor get(size_t u) override {
+    Piece& p = pieces_[u];
+    if (!p.started) start_read(u);
+    p.read.wait();
+    return p.view;
+  }
+
+  void done(size_t u) override {
+    Piece& p = pieces_[u];
+    if (!p.started) return;
+    p.read.wait();
+    p = Piece();
+    resident_ -= bytes_of(u);
+  }
+
+  bool prefetch(size_t u) override {
+    if (pieces_[u].started) return true;
+    const auto elems = static_cast<int64_t>(layout_.units()[u].shard_size);
+    if (static_cast<int64_t>(resident_ / element_bytes_) + elems > max_in_cpu_) return false;
+    start_read(u);
+    return true;
+  }
+
+  void invalidate() override {
+    for (size_t u = 0; u < pieces_.size(); ++u) done(u);
+  }
+
+  void fill(size_t u, const torch::Tensor& piece) override {
+    const auto& unit = layout_.units()[u];
+    ZOFF_CHECK(static_cast<size_t>(unit.shard_offset) * element_bytes_ == filled_,
+               "unit pieces: unit ", u, " filled out of order");
+    auto src = piece.contiguous().to(dtype_);
+    const auto* bytes = static_cast<const char*>(src.data_ptr());
+    size_t left = static_cast<size_t>(src.numel()) * element_bytes_;
+    while (left > 0) {
+      const size_t at = filled_ % kFillChunkBytes;
+      const size_t take = std::min(left, kFillChunkBytes - at);
+      std::memcpy(staging_.as<char>() + at, bytes, take);
+      filled_ += take;
+      bytes += take;
+      left -= take;
+      if (at + take == kFillChunkBytes) flush(kFillChunkBytes);
+    }
+  }
+
+  void finish_fill() override {
+    ZOFF_CHECK(filled_ == region_.bytes(), "unit pieces: ", filled_, " of ", region_.bytes(),
+               " bytes filled");
+    if (filled_ % kFillChunkBytes != 0) flush(filled_ % kFillChunkBytes);
+    staging_ = offload::HostBuffer();  // setup is over
+  }
+
+  size_t resident_bytes() const override { return resident_; }
+  size_t peak_resident_bytes() const override { return peak_; }
+
+ private:
+  struct Piece {
+    bool started = false;
+    offload::HostBuffer buffer;  // the aligned blocks around the piece
+    offload::IoRequest read;
+    torch::Tensor view;  // the piece inside buffer
+  };
+
+  size_t bytes_of(size_t u) const {
+    return static_cast<size_t>(layout_.units()[u].shard_size) * element_bytes_;
+  }
+
+  void flush(size_t bytes) {
+    const uint64_t offset = round_down(filled_ - 1, kFillChunkBytes);
+    region_.write(offset, staging_.data(), bytes).wait();
+  }
+
+  // Reads the aligned blocks that hold unit u's piece (a few KiB more than the piece).
+  void start_read(size_t u) {
+    const auto& unit = layout_.units()[u];
+    const size_t begin = static_cast<size_t>(unit.shard_offset) * element_bytes_;
+    const size_t end = begin + bytes_of(u);
+    const size_t first = round_down(begin, alignment_);
+    const size_t last = std::min(round_up(end, alignment_), region_.bytes());
+    Piece& p = pieces_[u];
+    p.started = true;
+    p.buffer = offload::HostBuffer(std::max<size_t>(last - first, 1), alignment_);
+    if (last > first) p.read = region_.read(first, p.buffer.data(), last - first);
+    p.view = torch::from_blob(p.buffer.as<char>() + (begin - first), {unit.shard_size},
+                              torch::TensorOptions().dtype(dtype_));
+    resident_ += bytes_of(u);
+    peak_ = std::max(peak_, resident_);
+  }
+
+  const partition::ModelLayout& layout_;
+  offload::TierRegion& region_;
+  size_t alignment_;
+  torch::ScalarType dtype_;
+  size_t element_bytes_;
+  int64_t max_in_cpu_;
+  std::vector<Piece> pieces_;
+  offload::HostBuffer staging_;
+  size_t filled_ = 0;  // bytes appended by fill()
+  size_t resident_ = 0;
+  size_t peak_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<UnitPieces> make_tier_unit_pieces(const partition::ModelLayout& layout,
+                                                  offload::TierRegion& region, size_t alignment,
+                                                  torch::ScalarType dtype, int64_t max_in_cpu) {
+  return std::make_unique<TierUnitPieces>(layout, region, alignment, dtype, max_in_cpu);
+}
+
+}  // namespace zoff::engine

@@ -1,0 +1,403 @@
+// TieredOptimizer: master and optimizer states in tier regions, stepped in pipelined sub-groups.
+#include "zoff/engine/tiered_optimizer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "zoff/core/error.h"
+
+namespace zoff::engine {
+
+// One set of host buffers: the master and each state of one sub-group, and the transfers
+// in flight on them (the sub-group's reads, or its write-back).
+struct TieredOptimizer::Slot {
+  std::vector<offload::HostBuffer> buffers;  // [0] master, [1 + i] state i
+  offload::HostBuffer out;                   // the compute-dtype copy, with an output region
+  std::vector<offload::IoRequest> pending;
+  size_t group = static_cast<size_t>(-1);
+  void wait() {
+    for (auto& r : pending) r.wait();
+    pending.clear();
+  }
+  std::vector<float*> states() {
+    std::vector<float*> out;
+    for (size_t i = 1; i < buffers.size(); ++i) out.push_back(buffers[i].as<float>());
+    return out;
+  }
+};
+
+namespace {
+
+int64_t round_group(int64_t elems, size_t alignment, size_t numel) {
+  // A multiple of alignment / 2 elements, so the 16-bit copy of a sub-group starts aligned
+  // too, and no bigger than the shard (rounded up): a small shard needs no large buffers.
+  const auto per = static_cast<int64_t>(alignment / sizeof(uint16_t));
+  const int64_t shard = (static_cast<int64_t>(numel) + per - 1) / per * per;
+  return std::max<int64_t>(per, std::min(elems / per * per, shard));
+}
+
+}  // namespace
+
+TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOptions& options,
+                                 int threads, size_t numel, SubGroupOptions sub_groups)
+    : tier_(tier),
+      optimizer_(options, threads),
+      numel_(numel),
+      group_(round_group(sub_groups.sub_group_elems, tier.alignment(), numel)),
+      timeout_(sub_groups.timeout) {
+  const size_t per_group = 1 + optimizer_.states().size();
+  const int64_t count = sub_groups.buffer_count == 0 ? static_cast<int64_t>(3 * per_group)
+                                                     : sub_groups.buffer_count;
+  ZOFF_CHECK_ARG(count >= static_cast<int64_t>(per_group),
+                 "zero_optimization.offload_optimizer.buffer_count = ", count, ": ",
+                 options.type, " needs at least ", per_group,
+                 " (the master and each optimizer state of one sub-group)");
+  regions_.push_back(tier_.allocate("master", numel_ * sizeof(float)));
+  for (const auto& spec : optimizer_.states()) {
+    regions_.push_back(tier_.allocate(spec.name, numel_ * sizeof(float)));
+  }
+  const size_t bytes = static_cast<size_t>(group_) * sizeof(float);
+  ZOFF_CHECK_ARG(count / static_cast<int64_t>(per_group) <= 64,
+                 "zero_optimization.offload_optimizer.buffer_count = ", count,
+                 ": at most 64 sub-groups' worth (", 64 * per_group, ")");
+  for (int64_t s = 0; s < count / static_cast<int64_t>(per_group); ++s) {
+    auto slot = std::make_unique<Slot>();
+    for (size_t b = 0; b < per_group; ++b) slot->buffers.emplace_back(bytes, tier_.alignment());
+    slots_.push_back(std::move(slot));
+  }
+  fill_states();
+  submitted_.assign(groups(), false);
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+TieredOptimizer::~TieredOptimizer() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    closing_ = true;
+    queue_.clear();  // a step abandoned by an exception: update nothing more
+  }
+  wake_.notify_all();
+  worker_.join();
+}
+
+size_t TieredOptimizer::groups() const {
+  return (numel_ + static_cast<size_t>(group_) - 1) / static_cast<size_t>(group_);
+}
+
+size_t TieredOptimizer::group_size(size_t g) const {
+  return std::min(static_cast<size_t>(group_), numel_ - g * static_cast<size_t>(group_));
+}
+
+// States whose initial value is not zero (Adagrad's initial accumulator) are written once;
+// the tier's regions start zero-filled.
+void TieredOptimizer::fill_states() {
+  Slot& slot = *slots_.front();
+  for (size_t i = 0; i < optimizer_.states().size(); ++i) {
+    const float value = optimizer_.states()[i].initial;
+    if (value == 0.0f) continue;
+    float* buf = slot.buffers.front().as<float>();
+    std::fill(buf, buf + group_, value);
+    for (size_t g = 0; g < groups(); ++g) {
+      const uint64_t at = g * static_cast<uint64_t>(group_) * sizeof(float);
+      regions_[1 + i]->write(at, buf, group_size(g) * sizeof(float)).wait();
+    }
+  }
+}
+
+void TieredOptimizer::append_master(size_t offset, const float* values, size_t n) {
+  ZOFF_CHECK(!job_.active, "tiered optimizer: append_master during a step");
+  ZOFF_CHECK(offset == appended_, "tiered optimizer: master elements appended at ", offset,
+             ", expected ", appended_, " (out of order)");
+  ZOFF_CHECK(appended_ + n <= numel_, "tiered optimizer: ", appended_ + n,
+             " master elements appended, the shard has ", numel_);
+  float* buf = slots_.front()->buffers.front().as<float>();
+  while (n > 0) {
+    const size_t at = appended_ % static_cast<size_t>(group_);
+    const size_t take = std::min(n, static_cast<size_t>(group_) - at);
+    std::memcpy(buf + at, values, take * sizeof(float));
+    appended_ += take;
+    values += take;
+    n -= take;
+    if (at + take == static_cast<size_t>(group_) || appended_ == numel_) {
+      const size_t g = (appended_ - 1) / static_cast<size_t>(group_);
+      const uint64_t offset = g * static_cast<uint64_t>(group_) * sizeof(float);
+      regions_.front()->write(offset, buf, (at + take) * sizeof(float)).wait();
+    }
+  }
+}
+
+void TieredOptimizer::finish_master() {
+  ZOFF_CHECK(appended_ == numel_, "tiered optimizer: ", appended_,
+             " master elements appended, the shard has ", numel_);
+}
+
+void TieredOptimizer::issue_read(size_t g, Slot& slot) {
+  slot.wait();  // the write-back of the sub-group that used these buffers before
+  slot.group = g;
+  const uint64_t offset = g * static_cast<uint64_t>(group_) * sizeof(float);
+  const size_t bytes = group_size(g) * sizeof(float);
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    slot.pending.push_back(regions_[r]->read(offset, slot.buffers[r].data(), bytes));
+  }
+}
+
+void TieredOptimizer::update(size_t g, Slot& slot) {
+  slot.wait();
+  const size_t begin = g * static_cast<size_t>(group_);
+  const size_t n = group_size(g);
+  float* master = slot.buffers.front().as<float>();
+  auto states = slot.states();
+  const bool copy = job_.copy_out != optim::CopyOut::kNone;
+  uint16_t* out16 = nullptr;
+  if (copy) out16 = out_region_ != nullptr ? slot.out.as<uint16_t>() : job_.out16 + begin;
+  optimizer_.step_span(master, job_.grads + begin, states.data(), n, job_.copy_out, out16);
+  if (out_region_ != nullptr && !copy) std::memcpy(slot.out.data(), master, n * sizeof(float));
+  if (out_region_ == nullptr && job_.out32 != nullptr) {
+    std::memcpy(job_.out32 + begin, master, n * sizeof(float));
+  }
+}
+
+void TieredOptimizer::issue_write(size_t g, Slot& slot) {
+  const uint64_t offset = g * static_cast<uint64_t>(group_) * sizeof(float);
+  const size_t bytes = group_size(g) * sizeof(float);
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    slot.pending.push_back(regions_[r]->write(offset, slot.buffers[r].data(), bytes));
+  }
+  if (out_region_ != nullptr) {
+    slot.pending.push_back(out_region_->write(g * static_cast<uint64_t>(group_) * out_bytes_,
+                                              slot.out.data(), group_size(g) * out_bytes_));
+  }
+}
+
+void TieredOptimizer::set_output_region(offload::TierRegion* region, size_t element_bytes) {
+  ZOFF_CHECK(!job_.active, "tiered optimizer: output region changed during a step");
+  ZOFF_CHECK(region == nullptr || element_bytes == 2 || element_bytes == 4,
+             "tiered optimizer: output elements of ", element_bytes, " bytes");
+  ZOFF_CHECK(region == nullptr || region->bytes() == numel_ * element_bytes,
+             "tiered optimizer: output region of ", region ? region->bytes() : 0, " bytes for ",
+             numel_, " elements");
+  out_region_ = region;
+  out_bytes_ = element_bytes;
+  for (auto& slot : slots_) {
+    slot->out = region == nullptr ? offload::HostBuffer()
+                                  : offload::HostBuffer(static_cast<size_t>(group_) * element_bytes,
+                                                        tier_.alignment());
+  }
+}
+
+void TieredOptimizer::wait_all() {
+  for (auto& slot : slots_) slot->wait();
+}
+
+void TieredOptimizer::check_regions() const {
+  for (const auto& r : regions_) r->check();
+}
+
+void TieredOptimizer::step(const float* grads, double lr, optim::CopyOut copy_out,
+                           uint16_t* out16, float* out32) {
+  begin_step(grads, lr, copy_out, out16, out32);
+  finish_step();
+}
+
+void TieredOptimizer::begin_step(const float* grads, double lr, optim::CopyOut copy_out,
+                                 uint16_t* out16, float* out32) {
+  ZOFF_CHECK(!job_.active, "tiered optimizer: begin_step during a step");
+  ZOFF_CHECK(grads != nullptr || numel_ == 0, "tiered optimizer: no gradients");
+  check_regions();
+  optimizer_.begin_step(lr);
+  std::lock_guard<std::mutex> lock(mutex_);
+  job_ = {grads, copy_out, out16, out32, true};
+  submitted_.assign(groups(), false);
+  final_elems_.assign(groups(), 0);
+  queue_.clear();
+  closing_ = false;
+  error_ = nullptr;
+  running_ = true;
+  wake_.notify_all();
+}
+
+void TieredOptimizer::submit(size_t g) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ZOFF_CHECK(job_.active && !closing_, "tiered optimizer: submit outside a step");
+  ZOFF_CHECK(g < submitted_.size() && !submitted_[g], "tiered optimizer: sub-group ", g,
+             " submitted twice or out of range (", submitted_.size(), " sub-groups)");
+  submitted_[g] = true;
+  queue_.push_back(g);
+  wake_.notify_all();
+}
+
+void TieredOptimizer::grads_final(size_t offset, size_t n) {
+  ZOFF_CHECK(offset + n <= numel_, "tiered optimizer: final range [", offset, ", ", offset + n,
+             ") is outside ", numel_, " elements");
+  const auto group = static_cast<size_t>(group_);
+  for (size_t at = offset; at < offset + n;) {
+    const size_t g = at / group;
+    const size_t k = std::min(offset + n, (g + 1) * group) - at;
+    final_elems_[g] += k;
+    ZOFF_CHECK(final_elems_[g] <= group_size(g), "tiered optimizer: sub-group ", g,
+               " made final twice");
+    if (final_elems_[g] == group_size(g)) submit(g);
+    at += k;
+  }
+}
+
+void TieredOptimizer::abandon_step() {
+  if (!job_.active) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    submitted_.assign(submitted_.size(), true);  // close_and_wait() adds nothing
+  }
+  const bool done = close_and_wait();
+  optimizer_.abort_step();
+  ZOFF_CHECK(done, "tiered optimizer: an abandoned step did not stop within ",
+             timeout_.count(), " ms");
+}
+
+void TieredOptimizer::finish_step() {
+  ZOFF_CHECK(job_.active, "tiered optimizer: finish_step without begin_step");
+  if (!close_and_wait()) {
+    optimizer_.abort_step();
+    throw Error("tiered optimizer: the step did not finish within " +
+                std::to_string(timeout_.count()) + " ms (a wedged disk?)");
+  }
+  if (error_) {
+    optimizer_.abort_step();
+    std::rethrow_exception(error_);
+  }
+  optimizer_.end_step();
+}
+
+// Queues the sub-groups not submitted yet, closes the step and waits for the worker to
+// finish it (at most timeout_). False on timeout.
+bool TieredOptimizer::close_and_wait() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (size_t g = 0; g < submitted_.size(); ++g) {
+    if (!submitted_[g]) queue_.push_back(g);
+  }
+  submitted_.assign(submitted_.size(), true);
+  closing_ = true;
+  wake_.notify_all();
+  const bool done = finished_.wait_for(lock, timeout_, [&] { return !running_; });
+  job_.active = false;
+  return done;
+}
+
+// The next submitted sub-group: false when the step is closing and none is left, or, when
+// not `block`ing, when none is queued now.
+bool TieredOptimizer::next_group(bool block, size_t* g) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (block) wake_.wait(lock, [&] { return !queue_.empty() || closing_; });
+  if (queue_.empty()) return false;
+  *g = queue_.front();
+  queue_.pop_front();
+  return true;
+}
+
+// The pipeline over sub-groups as they come: reads run up to slots - 1 sub-groups ahead
+// (as many as are queued), the k-th read uses slot k % slots, whose previous user (read
+// k - slots) was updated before and whose write-back had the updates since to finish.
+void TieredOptimizer::run_pipeline() {
+  const size_t ahead = std::max<size_t>(1, slots_.size() - 1);
+  std::deque<std::pair<size_t, Slot*>> reading;
+  size_t reads = 0;
+  for (;;) {
+    size_t g = 0;
+    while (reading.size() < ahead && next_group(reading.empty(), &g)) {
+      Slot* slot = slots_[reads++ % slots_.size()].get();
+      issue_read(g, *slot);
+      reading.emplace_back(g, slot);
+    }
+    if (reading.empty()) break;
+    auto [next, slot] = reading.front();
+    reading.pop_front();
+    update(next, *slot);
+    issue_write(next, *slot);
+  }
+  wait_all();
+}
+
+void TieredOptimizer::worker_loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return running_ || stop_; });
+      if (stop_ && !running_) return;
+    }
+    try {
+      run_pipeline();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+      queue_.clear();
+      for (auto& slot : slots_) slot->pending.clear();  // IoRequest's destructor waits
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+    finished_.notify_all();
+  }
+}
+
+std::vector<std::string> TieredOptimizer::region_names() const {
+  std::vector<std::string> names;
+  for (const auto& r : regions_) names.push_back(r->name());
+  return names;
+}
+
+// Copies [offset, offset + n) of one region through one sub-group buffer, window by window
+// (windows are sub-groups, so every transfer is aligned). `copy(buf, first, k, done)`
+// moves k elements between the window buffer at `first` and the caller's span at `done`.
+template <class Copy>
+void TieredOptimizer::stream_range(size_t region, size_t offset, size_t n, bool write_back,
+                                   const Copy& copy) {
+  ZOFF_CHECK(region < regions_.size(), "tiered optimizer: no region ", region);
+  ZOFF_CHECK(offset + n <= numel_, "tiered optimizer: range [", offset, ", ", offset + n,
+             ") is outside ", numel_, " elements");
+  ZOFF_CHECK(!job_.active, "tiered optimizer: region ", region, " copied during a step");
+  float* buf = slots_.front()->buffers.front().as<float>();
+  size_t done = 0;
+  while (done < n) {
+    const size_t g = (offset + done) / static_cast<size_t>(group_);
+    const size_t start = g * static_cast<size_t>(group_);
+    const size_t size = group_size(g);
+    const size_t first = offset + done - start;
+    const size_t k = std::min(n - done, size - first);
+    const uint64_t at = start * sizeof(float);
+    const bool whole = first == 0 && k == size;
+    if (!(write_back && whole)) regions_[region]->read(at, buf, size * sizeof(float)).wait();
+    copy(buf, first, k, done);
+    if (write_back) regions_[region]->write(at, buf, size * sizeof(float)).wait();
+    done += k;
+  }
+}
+
+void TieredOptimizer::read(size_t region, size_t offset, size_t n, float* dst) {
+  stream_range(region, offset, n, false, [&](float* buf, size_t first, size_t k, size_t done) {
+    std::memcpy(dst + done, buf + first, k * sizeof(float));
+  });
+}
+
+void TieredOptimizer::write(size_t region, size_t offset, size_t n, const float* src) {
+  stream_range(region, offset, n, true, [&](float* buf, size_t first, size_t k, size_t done) {
+    std::memcpy(buf + first, src + done, k * sizeof(float));
+  });
+}
+
+size_t TieredOptimizer::host_bytes() const {
+  size_t bytes = 0;
+  for (const auto& slot : slots_) {
+    for (const auto& b : slot->buffers) bytes += b.capacity();
+    bytes += slot->out.capacity();
+  }
+  return bytes;
+}
+
+size_t TieredOptimizer::disk_bytes() const {
+  size_t bytes = 0;
+  for (const auto& r : regions_) bytes += r->bytes();
+  return bytes;
+}
+
+size_t TieredOptimizer::state_disk_bytes() const { return disk_bytes() - regions_.front()->bytes(); }
+
+}  // namespace zoff::engine

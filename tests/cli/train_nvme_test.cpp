@@ -1,0 +1,210 @@
+// `zoff train` with the NVMe tier: bitwise the cpu-offload run, resumable, and faults that
+// stop every rank with one line while the last checkpoint stays valid.
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli_test_support.h"
+
+namespace zoff::cli_test {
+namespace {
+
+constexpr int64_t kSteps = 10;
+constexpr uint64_t kSeed = 7;
+// Elements per sub-group: gpt tiny's ~1.04M-element shard streams in ~10 sub-groups.
+constexpr int64_t kSubGroup = 100000;
+
+// gpt tiny, bf16, the given stage, optimizer states in `device` (nvme under `nvme_dir`).
+nlohmann::json tiny_config(int stage, const std::string& device, const std::string& nvme_dir) {
+  nlohmann::json c = example_config("gpt_tiny_stage2.json");
+  c["bf16"] = {{"enabled", true}};
+  c["zero_optimization"]["stage"] = stage;
+  c["zero_optimization"]["offload_optimizer"] = {{"device", device}};
+  if (device == "nvme") {
+    c["zero_optimization"]["offload_optimizer"]["nvme_path"] = nvme_dir;
+    c["zero_optimization"]["sub_group_size"] = kSubGroup;
+  }
+  if (stage == 3) c["zero_optimization"]["stage3_param_persistence_threshold"] = 0;
+  return c;
+}
+
+TrainJob tiny_job(const TempDir& dir, const std::string& tag, const nlohmann::json& config,
+                  int world) {
+  TrainJob job;
+  job.model = "gpt";
+  job.preset = "tiny";
+  job.config_path = dir.file(tag + ".json");
+  write_text(job.config_path, config.dump(2));
+  job.steps = kSteps;
+  job.seed = kSeed;
+  job.world = world;
+  job.log_path = dir.file(tag + ".jsonl");
+  job.save_model_path = dir.file(tag + ".pt");
+  return job;
+}
+
+void expect_same_run(const TrainJob& a, const TrainJob& b) {
+  const auto la = read_step_log(a.log_path);
+  const auto lb = read_step_log(b.log_path);
+  ASSERT_EQ(la.size(), lb.size());
+  for (size_t i = 0; i < la.size(); ++i) {
+    EXPECT_EQ(la[i]["loss"].get<double>(), lb[i]["loss"].get<double>()) << "step " << i + 1;
+    EXPECT_EQ(la[i]["grad_norm"].get<double>(), lb[i]["grad_norm"].get<double>()) << i + 1;
+  }
+  const auto pa = load_model_archive(a.save_model_path);
+  const auto pb = load_model_archive(b.save_model_path);
+  ASSERT_EQ(pa.size(), pb.size());
+  for (const auto& [name, t] : pa) EXPECT_TRUE(torch::equal(t, pb.at(name))) << name;
+}
+
+class TrainNvme : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+// Same kernels on the same values in the same order: losses, gradient norms and final
+// parameters equal the cpu-offload run's bit for bit; the log shows the states on disk.
+TEST_P(TrainNvme, IsBitwiseTheCpuOffloadRun) {
+  const auto [stage, world] = GetParam();
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  std::filesystem::create_directories(nvme);
+  const auto cpu = tiny_job(dir, "cpu", tiny_config(stage, "cpu", ""), world);
+  auto r = run_train(cpu);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const auto disk = tiny_job(dir, "nvme", tiny_config(stage, "nvme", nvme), world);
+  r = run_train(disk);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("nvme tier: "), std::string::npos) << r.out;
+  expect_same_run(cpu, disk);
+  const auto last = read_step_log(disk.log_path).back()["mem"];
+  const auto before = read_step_log(cpu.log_path).back()["mem"];
+  // The master and both Adam states left host memory for the disk.
+  EXPECT_EQ(last["offload"]["master"].get<int64_t>(), 0);
+  EXPECT_EQ(last["offload"]["optim"].get<int64_t>(), 0);
+  EXPECT_EQ(last["nvme"]["master"].get<int64_t>(), before["offload"]["master"].get<int64_t>());
+  EXPECT_EQ(last["nvme"]["optim"].get<int64_t>(), before["offload"]["optim"].get<int64_t>());
+  EXPECT_TRUE(std::filesystem::is_empty(nvme)) << "tier files left behind";
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, TrainNvme,
+                         ::testing::Values(std::make_tuple(2, 1), std::make_tuple(2, 2),
+                                           std::make_tuple(3, 2)),
+                         [](const auto& info) {
+                           return "Stage" + std::to_string(std::get<0>(info.param)) + "World" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// A checkpoint streams the states out of the tier and back in: resuming at step 5 gives
+// the uninterrupted run's last five losses and final parameters bit for bit.
+TEST(TrainNvmeCheckpoint, ResumeIsBitwiseTheUninterruptedRun) {
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  std::filesystem::create_directories(nvme);
+  const auto config = tiny_config(2, "nvme", nvme);
+  const auto whole = tiny_job(dir, "whole", config, 2);
+  auto r = run_train(whole);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  auto first = tiny_job(dir, "first", config, 2);
+  first.steps = 5;
+  first.save_model_path = "";
+  first.extra = {"--save", dir.file("ckpt"), "--save-every", "5"};
+  r = run_train(first);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  auto second = tiny_job(dir, "second", config, 2);
+  second.extra = {"--resume", dir.file("ckpt")};
+  r = run_train(second);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const auto a = read_step_log(whole.log_path);
+  const auto b = read_step_log(second.log_path);
+  ASSERT_EQ(b.size(), 5u);
+  for (size_t i = 0; i < b.size(); ++i) {
+    EXPECT_EQ(b[i]["loss"].get<double>(), a[5 + i]["loss"].get<double>()) << "step " << 6 + i;
+  }
+  const auto pa = load_model_archive(whole.save_model_path);
+  const auto pb = load_model_archive(second.save_model_path);
+  for (const auto& [name, t] : pa) EXPECT_TRUE(torch::equal(t, pb.at(name))) << name;
+}
+
+// An injected EIO in the middle of step 4's write-back: every rank stops with one line
+// naming the tier file and the errno, and the checkpoint of step 2 still resumes.
+TEST(TrainNvmeFaults, EioMidRunStopsEveryRankAndKeepsTheLastCheckpoint) {
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  std::filesystem::create_directories(nvme);
+  const auto config = tiny_config(2, "nvme", nvme);
+  auto probe = tiny_job(dir, "probe", config, 1);
+  probe.steps = 1;
+  auto r = run_train(probe);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  // Bytes written per step: the master and two states; at start: the master.
+  const int64_t master = read_step_log(probe.log_path).back()["mem"]["nvme"]["master"];
+  const int64_t after = master + 3 * (3 * master) + master;  // inside step 4's writes
+  auto job = tiny_job(dir, "fault", config, 2);
+  job.extra = {"--save", dir.file("ckpt"), "--save-every", "2"};
+  // Each rank holds half the shard: its writes reach `after` at about the same point.
+  r = run_zoff(train_args(job), {"ZOFF_IO_FAULT=write:eio:" + std::to_string(after / 2)},
+               kRunTimeoutSeconds);
+  ASSERT_NE(r.exit_code, 0) << describe(r);
+  EXPECT_FALSE(r.timed_out) << describe(r);
+  EXPECT_NE(r.err.find(".swp"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Input/output error"), std::string::npos) << r.err;
+  const auto steps = read_step_log(job.log_path);
+  ASSERT_GE(steps.size(), 2u);
+  EXPECT_LT(steps.size(), 4u) << "step 4 must not have completed";
+  auto resume = tiny_job(dir, "resume", config, 2);
+  resume.steps = 4;
+  resume.extra = {"--resume", dir.file("ckpt")};
+  r = run_train(resume);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
+}
+
+TEST(TrainNvmeFaults, AnUnusableNvmePathIsOneLineAndExit2) {
+  TempDir dir;
+  write_text(dir.file("a_file"), "not a directory");
+  for (const std::string& path : {dir.file("a_file"), std::string("/proc/zoff_nvme")}) {
+    auto job = tiny_job(dir, "bad", tiny_config(2, "nvme", path), 1);
+    auto r = run_train(job);
+    EXPECT_EQ(r.exit_code, 2) << describe(r);
+    EXPECT_NE(r.err.find(path), std::string::npos) << r.err;
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  }
+}
+
+// The tier preallocates its files: a disk too small for the states fails at start, naming
+// the file and ENOSPC, before any step.
+TEST(TrainNvmeFaults, ADiskTooSmallFailsAtStartNamingTheFile) {
+  TempDir dir;
+  const std::string small = dir.file("small");
+  std::filesystem::create_directories(small);
+  if (::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a 1 MiB tmpfs here: " << std::strerror(errno);
+  }
+  auto job = tiny_job(dir, "enospc", tiny_config(2, "nvme", small), 1);
+  auto r = run_train(job);
+  ::umount(small.c_str());
+  EXPECT_NE(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.err.find(small), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_TRUE(read_step_log(job.log_path).empty());
+}
+
+// Files a killed run left are removed with a warning, never read as states.
+TEST(TrainNvmeFaults, StaleTierFilesAreRemovedWithAWarning) {
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  std::filesystem::create_directories(nvme);
+  write_text(nvme + "/zoff_rank0.master.swp", std::string(8192, 'x'));
+  write_text(nvme + "/someone_elses_file", "keep me");
+  auto job = tiny_job(dir, "stale", tiny_config(2, "nvme", nvme), 1);
+  job.steps = 2;
+  auto r = run_train(job);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.err.find("stale"), std::string::npos) << r.err;
+  EXPECT_EQ(read_text(nvme + "/someone_elses_file"), "keep me");
+}
+
+}  // namespace
+}  // namespace zoff::cli_test
