@@ -171,8 +171,8 @@ FileDigest write_this_rank(engine::ZeroEngine& engine, const std::string& dir,
     out.dtype = "F32";
     out.bytes = shard_bytes;
     out.source = [read](uint64_t offset, void* dst, size_t bytes) {
-      read(static_cast<int64_t>(offset / sizeof(float)), static_cast<int64_t>(bytes / sizeof(float)),
-           static_cast<float*>(dst));
+      read(static_cast<int64_t>(offset / sizeof(float)),
+           static_cast<int64_t>(bytes / sizeof(float)), static_cast<float*>(dst));
     };
     h.sections.push_back(std::move(out));
   }

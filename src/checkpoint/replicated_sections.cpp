@@ -85,8 +85,12 @@ std::vector<ReplicatedEntry> replicated_from_json(const nlohmann::json& j,
 void add_replicated_sections(const engine::ZeroEngine& engine, RankFileHeader* header) {
   for (const auto& [name, t] : engine.replicated().all()) {
     ZOFF_CHECK(t.is_contiguous(), "replicated tensor ", name, " is not contiguous");
-    header->sections.push_back({section_name(name), dtype_name(t.scalar_type()), 0,
-                                static_cast<uint64_t>(t.nbytes()), t.data_ptr(), {}});
+    header->sections.push_back({section_name(name),
+                                dtype_name(t.scalar_type()),
+                                0,
+                                static_cast<uint64_t>(t.nbytes()),
+                                t.data_ptr(),
+                                {}});
   }
 }
 

@@ -354,8 +354,9 @@ void parse_offload_param(Section& z, ZeroConfig& zc, std::vector<std::string>& w
   read_checked(
       op->integer("max_in_cpu"), &zc.offload_param.max_in_cpu, *op, "max_in_cpu",
       [](int64_t v) { return v >= 0; }, "must be >= 0 (elements)");
-  const char* pool = "each unit's piece is read into a buffer of its own size; max_in_cpu "
-                     "bounds the elements read ahead";
+  const char* pool =
+      "each unit's piece is read into a buffer of its own size; max_in_cpu "
+      "bounds the elements read ahead";
   warn_unused(*op, {{"buffer_count", pool}, {"buffer_size", pool}}, warnings);
   if (zc.offload_param.device != "none" && zc.stage != 3) {
     fail(op->path_of("device"), json(zc.offload_param.device), "needs zero_optimization.stage = 3");

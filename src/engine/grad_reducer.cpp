@@ -1,12 +1,11 @@
 // GradReducer: gradient hooks, rank-major bucket staging, asynchronous bucketed collectives.
 #include "zoff/engine/grad_reducer.h"
 
-#include <cstdlib>
-
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "zoff/core/error.h"
 

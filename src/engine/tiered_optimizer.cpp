@@ -46,11 +46,11 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
       group_(round_group(sub_groups.sub_group_elems, tier.alignment(), numel)),
       timeout_(sub_groups.timeout) {
   const size_t per_group = 1 + optimizer_.states().size();
-  const int64_t count = sub_groups.buffer_count == 0 ? static_cast<int64_t>(3 * per_group)
-                                                     : sub_groups.buffer_count;
+  const int64_t count =
+      sub_groups.buffer_count == 0 ? static_cast<int64_t>(3 * per_group) : sub_groups.buffer_count;
   ZOFF_CHECK_ARG(count >= static_cast<int64_t>(per_group),
-                 "zero_optimization.offload_optimizer.buffer_count = ", count, ": ",
-                 options.type, " needs at least ", per_group,
+                 "zero_optimization.offload_optimizer.buffer_count = ", count, ": ", options.type,
+                 " needs at least ", per_group,
                  " (the master and each optimizer state of one sub-group)");
   regions_.push_back(tier_.allocate("master", numel_ * sizeof(float)));
   for (const auto& spec : optimizer_.states()) {
@@ -194,8 +194,8 @@ void TieredOptimizer::check_regions() const {
   for (const auto& r : regions_) r->check();
 }
 
-void TieredOptimizer::step(const float* grads, double lr, optim::CopyOut copy_out,
-                           uint16_t* out16, float* out32) {
+void TieredOptimizer::step(const float* grads, double lr, optim::CopyOut copy_out, uint16_t* out16,
+                           float* out32) {
   begin_step(grads, lr, copy_out, out16, out32);
   finish_step();
 }
@@ -250,8 +250,8 @@ void TieredOptimizer::abandon_step() {
   }
   const bool done = close_and_wait();
   optimizer_.abort_step();
-  ZOFF_CHECK(done, "tiered optimizer: an abandoned step did not stop within ",
-             timeout_.count(), " ms");
+  ZOFF_CHECK(done, "tiered optimizer: an abandoned step did not stop within ", timeout_.count(),
+             " ms");
 }
 
 void TieredOptimizer::finish_step() {
@@ -398,6 +398,8 @@ size_t TieredOptimizer::disk_bytes() const {
   return bytes;
 }
 
-size_t TieredOptimizer::state_disk_bytes() const { return disk_bytes() - regions_.front()->bytes(); }
+size_t TieredOptimizer::state_disk_bytes() const {
+  return disk_bytes() - regions_.front()->bytes();
+}
 
 }  // namespace zoff::engine

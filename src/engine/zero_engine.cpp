@@ -156,9 +156,9 @@ void ZeroEngine::setup_nvme() {
   SubGroupOptions sub_groups;
   sub_groups.sub_group_elems = config_.zero.sub_group_size;
   sub_groups.buffer_count = offload.buffer_count;
-  tiered_ = std::make_unique<TieredOptimizer>(*nvme_, config_.optimizer, options_.optimizer_threads,
-                                              static_cast<size_t>(layout_->shard_size()),
-                                              sub_groups);
+  tiered_ =
+      std::make_unique<TieredOptimizer>(*nvme_, config_.optimizer, options_.optimizer_threads,
+                                        static_cast<size_t>(layout_->shard_size()), sub_groups);
 }
 
 // Stage 3: this rank's unit pieces, in the shard space in memory or, with offload_param
@@ -172,11 +172,11 @@ std::unique_ptr<UnitPieces> ZeroEngine::make_unit_pieces() {
   nvme_params_ = offload::make_nvme_tier(
       op.nvme_path, "zoff_params_rank" + std::to_string(comm_->rank()), aio_options());
   const size_t element_bytes = c10::elementSize(compute_dtype_);
-  param_region_ = nvme_params_->allocate(
-      "params", static_cast<size_t>(layout_->shard_size()) * element_bytes);
+  param_region_ =
+      nvme_params_->allocate("params", static_cast<size_t>(layout_->shard_size()) * element_bytes);
   tiered_->set_output_region(param_region_.get(), element_bytes);
-  return make_tier_unit_pieces(*layout_, *param_region_, nvme_params_->alignment(),
-                               compute_dtype_, op.max_in_cpu);
+  return make_tier_unit_pieces(*layout_, *param_region_, nvme_params_->alignment(), compute_dtype_,
+                               op.max_in_cpu);
 }
 
 offload::AioOptions ZeroEngine::aio_options() const {
@@ -544,7 +544,7 @@ MemoryStats ZeroEngine::memory() const {
     if (param_region_) m.nvme.params = param_region_->bytes();
     m.live_unit_bytes = gatherer_->whole_bytes();
     m.peak_live_bytes = static_cast<size_t>(gatherer_->peak_live_elems()) *
-                        static_cast<size_t>(shard_space_.element_size());
+                        c10::elementSize(compute_dtype_);
   }
   m.compute.params += replicated_->frozen_bytes();
   m.compute.grads = reducer_->full_grad_bytes();

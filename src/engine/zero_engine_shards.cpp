@@ -101,8 +101,8 @@ void ZeroEngine::rebuild_compute_from_master() {
     auto rounded = buf.narrow(0, 0, n).to(compute_dtype_);
     const size_t bytes = static_cast<size_t>(rounded.nbytes());
     std::memcpy(out.data(), rounded.data_ptr(), bytes);
-    param_region_->write(static_cast<uint64_t>(at) * c10::elementSize(compute_dtype_), out.data(),
-                         bytes)
+    param_region_
+        ->write(static_cast<uint64_t>(at) * c10::elementSize(compute_dtype_), out.data(), bytes)
         .wait();
   }
 }

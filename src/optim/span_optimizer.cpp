@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "shard_optimizer_backends.h"
+#include "simd_targets.h"
 #include "zoff/core/error.h"
 #include "zoff/optim/kernels.h"
-#include "simd_targets.h"
 #include "zoff/optim/simd_dispatch.h"
 
 namespace zoff::optim {

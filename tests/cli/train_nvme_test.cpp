@@ -61,19 +61,23 @@ void expect_same_run(const TrainJob& a, const TrainJob& b) {
   for (const auto& [name, t] : pa) EXPECT_TRUE(torch::equal(t, pb.at(name))) << name;
 }
 
-class TrainNvme : public ::testing::TestWithParam<std::tuple<int, int>> {};
+// (stage, world, parameter pieces on disk too)
+class TrainNvme : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
 
 // Same kernels on the same values in the same order: losses, gradient norms and final
 // parameters equal the cpu-offload run's bit for bit; the log shows the states on disk.
 TEST_P(TrainNvme, IsBitwiseTheCpuOffloadRun) {
-  const auto [stage, world] = GetParam();
+  const auto [stage, world, params] = GetParam();
   TempDir dir;
   const std::string nvme = dir.file("nvme");
   std::filesystem::create_directories(nvme);
   const auto cpu = tiny_job(dir, "cpu", tiny_config(stage, "cpu", ""), world);
   auto r = run_train(cpu);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
-  const auto disk = tiny_job(dir, "nvme", tiny_config(stage, "nvme", nvme), world);
+  auto config = tiny_config(stage, "nvme", nvme);
+  if (params)
+    config["zero_optimization"]["offload_param"] = {{"device", "nvme"}, {"nvme_path", nvme}};
+  const auto disk = tiny_job(dir, "nvme", config, world);
   r = run_train(disk);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("nvme tier: "), std::string::npos) << r.out;
@@ -85,15 +89,22 @@ TEST_P(TrainNvme, IsBitwiseTheCpuOffloadRun) {
   EXPECT_EQ(last["offload"]["optim"].get<int64_t>(), 0);
   EXPECT_EQ(last["nvme"]["master"].get<int64_t>(), before["offload"]["master"].get<int64_t>());
   EXPECT_EQ(last["nvme"]["optim"].get<int64_t>(), before["offload"]["optim"].get<int64_t>());
+  if (params) {  // this rank's bf16 pieces are on disk, not in memory
+    EXPECT_GT(last["nvme"]["params"].get<int64_t>(), 0);
+    EXPECT_LT(last["compute"]["params"].get<int64_t>(), before["compute"]["params"].get<int64_t>());
+  }
   EXPECT_TRUE(std::filesystem::is_empty(nvme)) << "tier files left behind";
 }
 
 INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, TrainNvme,
-                         ::testing::Values(std::make_tuple(2, 1), std::make_tuple(2, 2),
-                                           std::make_tuple(3, 2)),
+                         ::testing::Values(std::make_tuple(2, 1, false),
+                                           std::make_tuple(2, 2, false),
+                                           std::make_tuple(3, 2, false),
+                                           std::make_tuple(3, 2, true)),
                          [](const auto& info) {
                            return "Stage" + std::to_string(std::get<0>(info.param)) + "World" +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "Params" : "");
                          });
 
 // A checkpoint streams the states out of the tier and back in: resuming at step 5 gives

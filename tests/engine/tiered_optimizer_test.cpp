@@ -1,9 +1,9 @@
-// TieredOptimizer: a step streamed from a tier in sub-groups equals the in-memory fused step bit for bit.
+// TieredOptimizer: a step streamed from a tier in sub-groups equals the in-memory fused step bit
+// for bit.
 #include "zoff/engine/tiered_optimizer.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,7 +89,8 @@ Outcome tiered(offload::Tier& tier, const optim::OptimizerOptions& o, int64_t bu
   opt.read(0, 0, kNumel, r.params.data());
   // state_buffers() is a map (sorted by name), as in_memory() lists them.
   std::vector<std::pair<std::string, size_t>> names;
-  for (size_t i = 1; i < opt.region_names().size(); ++i) names.emplace_back(opt.region_names()[i], i);
+  for (size_t i = 1; i < opt.region_names().size(); ++i)
+    names.emplace_back(opt.region_names()[i], i);
   std::sort(names.begin(), names.end());
   for (auto& [name, i] : names) {
     r.states.emplace_back(kNumel);
@@ -192,13 +193,13 @@ TEST(TieredOptimizer, AnIoErrorMidStepNamesTheFileAndDoesNotCountTheStep) {
   opt.append_master(0, values.data(), kNumel);
   opt.finish_master();
   auto g = randn(kNumel, 2);
-  offload::set_io_fault_hook([](offload::IoOp op, const std::string& path, uint64_t offset,
-                                size_t) -> int64_t {
-    return op == offload::IoOp::kWrite && path.find("exp_avg_sq") != std::string::npos &&
-                   offset >= 8192
-               ? -EIO
-               : 0;
-  });
+  offload::set_io_fault_hook(
+      [](offload::IoOp op, const std::string& path, uint64_t offset, size_t) -> int64_t {
+        return op == offload::IoOp::kWrite && path.find("exp_avg_sq") != std::string::npos &&
+                       offset >= 8192
+                   ? -EIO
+                   : 0;
+      });
   try {
     opt.step(g.data(), 1e-2, optim::CopyOut::kNone, nullptr, nullptr);
     offload::set_io_fault_hook({});

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-
 #include <unistd.h>
 
 #include <filesystem>

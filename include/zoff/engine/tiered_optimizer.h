@@ -1,16 +1,17 @@
-// The optimizer step over a master copy and states that live in a tier (NVMe), streamed in sub-groups.
+// The optimizer step over a master copy and states that live in a tier (NVMe), streamed in
+// sub-groups.
 #pragma once
 
-#include <cstddef>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "zoff/offload/host_buffer.h"
@@ -56,8 +57,7 @@ class TieredOptimizer {
   void finish_master();
 
   // One optimizer step, all at once: begin_step(), then finish_step().
-  void step(const float* grads, double lr, optim::CopyOut copy_out, uint16_t* out16,
-            float* out32);
+  void step(const float* grads, double lr, optim::CopyOut copy_out, uint16_t* out16, float* out32);
 
   // One optimizer step in pieces, overlapped with whatever the caller does meanwhile
   // (backward): begin_step() fixes the step (grads: numel fp32 in host memory; the rounded
@@ -98,8 +98,8 @@ class TieredOptimizer {
   const optim::SpanOptimizer& optimizer() const { return optimizer_; }
   int64_t sub_group_elems() const { return group_; }
   int slots() const { return static_cast<int>(slots_.size()); }
-  size_t host_bytes() const;  // the staging buffers
-  size_t disk_bytes() const;  // the regions, master included
+  size_t host_bytes() const;        // the staging buffers
+  size_t disk_bytes() const;        // the regions, master included
   size_t state_disk_bytes() const;  // the optimizer states' regions
 
  private:

@@ -24,11 +24,11 @@ struct UnitGathererOptions {
 };
 
 // Every rank keeps its piece of each unit in `pieces` (compute dtype: a host tensor, or a
-// tier on disk read ahead of use along the same trace as the gathers). A unit is whole (all-gathered into its own flat buffer, of
-// which the module's parameters are views) only between zoff::with_unit's before_forward
-// and after_forward, and again from the gradient of its output to the end of its own
-// backward. Releasing frees the buffer's storage but keeps the tensors, so the views that
-// autograd saved in forward see the values again once the unit is gathered for backward
+// tier on disk read ahead of use along the same trace as the gathers). A unit is whole
+// (all-gathered into its own flat buffer, of which the module's parameters are views) only between
+// zoff::with_unit's before_forward and after_forward, and again from the gradient of its output to
+// the end of its own backward. Releasing frees the buffer's storage but keeps the tensors, so the
+// views that autograd saved in forward see the values again once the unit is gathered for backward
 // (FSDP's trick of resizing the storage to zero).
 //
 // Prefetch: the order in which units enter forward on the first step is recorded; later

@@ -196,11 +196,11 @@ class ZeroEngine {
   torch::Tensor master_;
   bool master_is_params_ = false;  // master_ is the compute parameters themselves
   std::unique_ptr<GradReducer> reducer_;
-  std::unique_ptr<optim::ShardOptimizer> optimizer_;  // in memory (not with nvme)
-  std::unique_ptr<offload::Tier> nvme_;               // offload_optimizer.device = nvme
-  std::unique_ptr<TieredOptimizer> tiered_;           // master and states in nvme_
-  std::unique_ptr<offload::Tier> nvme_params_;        // offload_param.device = nvme
-  std::unique_ptr<offload::TierRegion> param_region_; // this rank's unit pieces in it
+  std::unique_ptr<optim::ShardOptimizer> optimizer_;   // in memory (not with nvme)
+  std::unique_ptr<offload::Tier> nvme_;                // offload_optimizer.device = nvme
+  std::unique_ptr<TieredOptimizer> tiered_;            // master and states in nvme_
+  std::unique_ptr<offload::Tier> nvme_params_;         // offload_param.device = nvme
+  std::unique_ptr<offload::TierRegion> param_region_;  // this rank's unit pieces in it
   // The nvme step overlapped with the last micro-batch's backward (tiered_optimizer.h):
   // on between that backward's start and step(). `tier_damaged_` says why the tier's state
   // can no longer be trusted (a backward failed with sub-groups already updated).

@@ -1,4 +1,5 @@
-// The fused optimizer update over spans the caller holds: what a tier streams through, sub-group by sub-group.
+// The fused optimizer update over spans the caller holds: what a tier streams through, sub-group by
+// sub-group.
 #pragma once
 
 #include <cstddef>
