@@ -16,6 +16,9 @@ void add_train(CLI::App& root, int& exit_code) {
   cmd->add_option("--preset", opts->preset, "model size (gpt: tiny, small, medium, large, xl)");
   cmd->add_option("--config", opts->config_path, "DeepSpeed-style JSON config")->required();
   cmd->add_option("--steps", opts->steps, "optimizer steps")->capture_default_str();
+  cmd->add_option("--data", opts->data_path,
+                  "gpt: a text file or a directory of them; cnn: a directory of IDX files "
+                  "(gzip or not); default: Debian's fortunes / Fashion-MNIST");
   cmd->add_option("--seed", opts->seed, "seed for weights and data order")->capture_default_str();
   cmd->add_option("--log", opts->log_path, "write one JSON object per step to this file");
   cmd->add_flag("--reference", opts->reference,
