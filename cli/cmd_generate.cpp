@@ -12,6 +12,7 @@
 #include "zoff/checkpoint/checkpoint.h"
 #include "zoff/checkpoint/load_module.h"
 #include "zoff/core/error.h"
+#include "zoff/core/limits.h"
 #include "zoff/models/generate.h"
 #include "zoff/models/gpt.h"
 #include "zoff/models/gpt_config.h"
@@ -32,11 +33,13 @@ struct GenerateArgs {
 void run_generate(const GenerateArgs& a) {
   // Check what we can before building a model that may be large.
   ZOFF_CHECK_ARG(!a.prompt.empty(), "--prompt is empty: give some text to continue");
-  ZOFF_CHECK_ARG(a.tokens >= 0, "--tokens ", a.tokens, ": must be >= 0");
+  ZOFF_CHECK_ARG(a.tokens >= 0 && a.tokens <= models::kMaxGenerateTokens, "--tokens ", a.tokens,
+                 ": must be in [0, ", models::kMaxGenerateTokens, "]");
   ZOFF_CHECK_ARG(std::isfinite(a.temperature) && a.temperature >= 0.0, "--temperature ",
                  a.temperature, ": must be a finite number >= 0");
   ZOFF_CHECK_ARG(a.top_k >= 0, "--top-k ", a.top_k, ": must be >= 0 (0 = all)");
-  ZOFF_CHECK_ARG(a.threads >= 0, "--threads ", a.threads, ": must be >= 0");
+  ZOFF_CHECK_ARG(a.threads >= 0 && a.threads <= kMaxThreads, "--threads ", a.threads,
+                 ": must be in [1, ", kMaxThreads, "] (0 = all cores)");
   const auto info = checkpoint::read_checkpoint_info(a.checkpoint);
   ZOFF_CHECK_ARG(info.model == "gpt", "checkpoint ", info.dir, " is of model '", info.model,
                  "': zoff generate needs a gpt checkpoint");

@@ -23,7 +23,9 @@ void add_report(CLI::App& root, int& exit_code) {
       ->required();
   cmd->add_option("--out", args->out, "HTML file to write (written atomically)")->required();
   cmd->callback([args, &exit_code] {
-    report::write_html_report(args->logs, args->out);
+    for (const auto& w : report::write_html_report(args->logs, args->out)) {
+      std::cerr << "zoff: warning: " << w << "\n";
+    }
     std::cout << "report: wrote " << args->out << " (" << args->logs.size()
               << (args->logs.size() == 1 ? " run)" : " runs)") << "\n";
     exit_code = 0;

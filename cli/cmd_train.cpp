@@ -1,12 +1,32 @@
 // `zoff train`: trains an example model with the ZeRO engine (or the plain-LibTorch reference).
+#include <charconv>
 #include <cstdio>
+#include <limits>
 #include <memory>
+#include <string>
 
 #include "command.h"
 #include "zoff/train/task.h"
 #include "zoff/train/trainer.h"
 
 namespace {
+
+// CLI11 turns an integer beyond the type into the type's limit and "-1" for an unsigned into
+// a huge value (a probe trained for 2^63 steps): the text is checked before it converts.
+template <typename Int>
+CLI::Validator whole_number_text(Int min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        Int value{};
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec != std::errc() || end != text.data() + text.size() || value < min) {
+          return text + ": must be a whole number in [" + std::to_string(min) + ", " +
+                 std::to_string(std::numeric_limits<Int>::max()) + "]";
+        }
+        return "";
+      },
+      "INT");
+}
 
 void add_train(CLI::App& root, int& exit_code) {
   auto opts = std::make_shared<zoff::train::TrainOptions>();
@@ -15,8 +35,15 @@ void add_train(CLI::App& root, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--preset", opts->preset, "model size (gpt: tiny, small, medium, large, xl)");
   cmd->add_option("--config", opts->config_path, "DeepSpeed-style JSON config")->required();
-  cmd->add_option("--steps", opts->steps, "optimizer steps")->capture_default_str();
-  cmd->add_option("--seed", opts->seed, "seed for weights and data order")->capture_default_str();
+  cmd->add_option("--steps", opts->steps, "optimizer steps")
+      ->check(whole_number_text<int64_t>(1))
+      ->capture_default_str();
+  cmd->add_option("--data", opts->data_path,
+                  "gpt: a text file or a directory of them; cnn: a directory of IDX files "
+                  "(gzip or not); default: Debian's fortunes / Fashion-MNIST");
+  cmd->add_option("--seed", opts->seed, "seed for weights and data order")
+      ->check(whole_number_text<uint64_t>(0))
+      ->capture_default_str();
   cmd->add_option("--log", opts->log_path, "write one JSON object per step to this file");
   cmd->add_flag("--reference", opts->reference,
                 "train with plain LibTorch (no zoff engine, world size 1) as a baseline");

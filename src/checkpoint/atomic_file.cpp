@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "zoff/core/error.h"
+#include "zoff/core/output_path.h"
 
 namespace zoff::checkpoint {
 namespace {
@@ -72,6 +73,14 @@ void AtomicFileWriter::write(const void* data, size_t bytes) {
 
 void AtomicFileWriter::commit() {
   ZOFF_CHECK(fd_ >= 0, "commit of ", path_, " twice");
+  try {
+    check_replaceable("cannot write", path_);  // the rename would replace a device, a dir...
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(temp_path().c_str());
+    throw;
+  }
   ZOFF_CHECK(::fsync(fd_) == 0, "cannot fsync ", temp_path(), ": ", errno_text());
   const int rc = ::close(fd_);
   fd_ = -1;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -16,6 +17,7 @@
 
 #include "zoff/checkpoint/atomic_file.h"
 #include "zoff/checkpoint/rank_file.h"
+#include "zoff/checkpoint/step_directory.h"
 #include "zoff/core/error.h"
 
 namespace zoff::checkpoint {
@@ -29,7 +31,6 @@ std::string join(const std::string& dir, const std::string& name) {
 }
 
 std::string rank_file_name(int rank) { return "rank_" + std::to_string(rank) + ".bin"; }
-std::string step_dir_name(int64_t step) { return "step_" + std::to_string(step); }
 
 std::string to_hex(const std::vector<uint8_t>& bytes) {
   static const char* digits = "0123456789abcdef";
@@ -71,6 +72,15 @@ void agree_or_throw(dist::Comm& comm, std::exception_ptr mine, const std::string
       throw Error(msg);
     }
   }
+}
+
+// CRC32 of meta.json's fields without "meta_crc32" itself, in file order, dumped compactly:
+// a field edited after the save (say "preset": "xl") no longer matches.
+uint32_t meta_checksum(ojson j) {
+  j.erase("meta_crc32");
+  const std::string text = j.dump();
+  return static_cast<uint32_t>(
+      ::crc32(0, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
 }
 
 ojson config_as_json(const std::string& text) {
@@ -146,6 +156,7 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
   }
   j["files"] = fj;
   j["config"] = config_as_json(run.config_text);
+  j["meta_crc32"] = meta_checksum(j);
   return j.dump(2) + "\n";
 }
 
@@ -178,6 +189,7 @@ FileDigest write_this_rank(engine::ZeroEngine& engine, const std::string& dir,
   }
   add_replicated_sections(engine, &h);
   h.sections.push_back({"rng_state", "U8", 0, rng.size(), rng.data(), {}});
+  run_save_fault_hook(rank, join(dir, rank_file_name(rank)));
   return write_rank_file(join(dir, rank_file_name(rank)), h);
 }
 
@@ -205,6 +217,11 @@ void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
   ZOFF_CHECK_ARG(info.zero_stage == engine.config().zero.stage, where,
                  " was written at ZeRO stage ", info.zero_stage, ", this job's config has stage ",
                  engine.config().zero.stage);
+  // The data position is step x train_batch_size: another batch size would resume elsewhere.
+  ZOFF_CHECK_ARG(info.train_batch_size == engine.config().train_batch_size, where,
+                 " was written with train_batch_size ", info.train_batch_size,
+                 ", this job's config has ", engine.config().train_batch_size,
+                 ": resuming with another batch size is not supported");
   ZOFF_CHECK_ARG(info.optimizer_type == engine.config().optimizer.type, where, " has optimizer '",
                  info.optimizer_type, "', this job's config has '", engine.config().optimizer.type,
                  "'");
@@ -437,6 +454,11 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
     const auto j = nlohmann::json::parse(text);
     ZOFF_CHECK_ARG(j.at("format").get<std::string>() == "zoff-checkpoint", path,
                    ": not a zoff checkpoint");
+    ZOFF_CHECK_ARG(j.contains("meta_crc32"), path, ": no meta_crc32 checksum (an older zoff?)");
+    const uint32_t crc = meta_checksum(ojson::parse(text));  // in file order
+    ZOFF_CHECK_ARG(j.at("meta_crc32").get<uint32_t>() == crc, path,
+                   ": checksum mismatch (meta_crc32 ", j.at("meta_crc32").get<uint32_t>(),
+                   ", contents ", crc, "): the file was changed after it was saved");
     info.format_version = j.at("format_version").get<int>();
     ZOFF_CHECK_ARG(info.format_version == kCheckpointFormatVersion, path, ": format version ",
                    info.format_version, ", this zoff reads version ", kCheckpointFormatVersion);
@@ -486,36 +508,65 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
   return info;
 }
 
+namespace {
+
+// Rank 0, before anyone writes: the root exists, leftovers of killed saves are gone, and the
+// staging directory is new and empty.
+void prepare_staging(const std::string& root_dir, const std::string& staged) {
+  std::error_code ec;
+  fs::create_directories(root_dir, ec);
+  ZOFF_CHECK(fs::is_directory(root_dir), "cannot create checkpoint directory ", root_dir, ": ",
+             ec.message());
+  remove_save_leftovers(root_dir);
+  ZOFF_CHECK(fs::create_directory(staged, ec) && !ec, "cannot create ", staged, ": ", ec.message());
+}
+
+// Rank 0, once every rank file is in `staged`: meta.json (the directory's commit point), the
+// swap into step_<N>, then `latest`.
+void commit_staged(engine::ZeroEngine& engine, const std::string& root_dir,
+                   const std::string& staged, const CheckpointInfo& run,
+                   const std::vector<RankFileEntry>& files) {
+  const std::string meta = join(staged, kMetaFileName);
+  run_save_fault_hook(0, meta);
+  write_file_atomically(meta, meta_json_text(engine, run, engine_state_names(engine), files));
+  const std::string name = step_dir_name(engine.global_step());
+  swap_in_step(staged, join(root_dir, name), root_dir);
+  run_save_fault_hook(0, join(root_dir, kLatestFileName));
+  write_file_atomically(join(root_dir, kLatestFileName), name + "\n");
+}
+
+}  // namespace
+
+// The save protocol. Every rank writes into <root>/step_<N>.tmp/; rank 0 writes meta.json
+// there last, swaps the directory in as step_<N> with one rename (an atomic exchange when
+// step_<N> exists: a resumed run saving the step it resumed from) and then rewrites
+// `latest`. Nothing committed is touched before the new step is complete, so a failure or a
+// kill at any point leaves `latest` naming a complete checkpoint; the next save removes the
+// leftovers (step_<N>.tmp, latest.tmp).
 std::string save_checkpoint(engine::ZeroEngine& engine, const std::string& root_dir,
                             const CheckpointInfo& run) {
   auto& comm = *engine.comm();
   // With delayed parameter update a step may still be in flight: finish it first.
   engine.synchronize();
   const std::string dir = join(root_dir, step_dir_name(engine.global_step()));
+  const std::string staged = join(root_dir, staging_dir_name(engine.global_step()));
   const std::string what = "saving checkpoint " + dir;
 
-  // 1. The directory exists and does not look complete while its files change.
   std::exception_ptr failure;
   try {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    ZOFF_CHECK(fs::is_directory(dir), "cannot create checkpoint directory ", dir, ": ",
-               ec.message());
-    if (comm.rank() == 0 && fs::exists(join(dir, kMetaFileName))) {
-      ZOFF_CHECK(fs::remove(join(dir, kMetaFileName), ec), "cannot remove the old ",
-                 join(dir, kMetaFileName), ": ", ec.message());
-      fsync_directory(dir);
-    }
+    if (comm.rank() == 0) prepare_staging(root_dir, staged);
   } catch (...) {
     failure = std::current_exception();
   }
   agree_or_throw(comm, failure, what, false);
 
-  // 2. Every rank writes its shard file; rank 0 learns their lengths and CRCs.
+  // Every rank writes its shard file; rank 0 learns their lengths and CRCs.
   const auto rng = torch_rng_state();
   FileDigest digest;
   try {
-    digest = write_this_rank(engine, dir, rng);
+    std::error_code ec;
+    fs::create_directories(staged, ec);  // exists on a shared file system; made elsewhere
+    digest = write_this_rank(engine, staged, rng);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -526,7 +577,6 @@ std::string save_checkpoint(engine::ZeroEngine& engine, const std::string& root_
   comm.all_gather(mine, all)->wait();
   agree_or_throw(comm, failure, what, false);
 
-  // 3. Rank 0 writes meta.json (the commit point), then points `latest` at the directory.
   if (comm.rank() == 0) {
     try {
       std::vector<RankFileEntry> files;
@@ -534,10 +584,7 @@ std::string save_checkpoint(engine::ZeroEngine& engine, const std::string& root_
         files.push_back({rank_file_name(r), static_cast<uint64_t>(all[3 * r + 2].item<int64_t>()),
                          static_cast<uint32_t>(all[3 * r + 1].item<int64_t>())});
       }
-      write_file_atomically(join(dir, kMetaFileName),
-                            meta_json_text(engine, run, engine_state_names(engine), files));
-      write_file_atomically(join(root_dir, kLatestFileName),
-                            step_dir_name(engine.global_step()) + "\n");
+      commit_staged(engine, root_dir, staged, run, files);
     } catch (...) {
       failure = std::current_exception();
     }

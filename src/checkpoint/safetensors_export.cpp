@@ -8,6 +8,7 @@
 #include "zoff/checkpoint/atomic_file.h"
 #include "zoff/checkpoint/checkpoint_reader.h"
 #include "zoff/core/error.h"
+#include "zoff/core/output_path.h"
 
 namespace zoff::checkpoint {
 namespace {
@@ -63,12 +64,9 @@ nlohmann::ordered_json safetensors_header(const CheckpointInfo& info,
 }  // namespace
 
 ExportSummary export_safetensors(const std::string& dir_or_root, const std::string& out_path) {
+  check_output_path("--out", out_path);  // before any work: never replace what is not ours
   CheckpointReader reader(dir_or_root);
   const auto& info = reader.info();
-  const auto parent = std::filesystem::path(out_path).parent_path();
-  std::error_code ec;
-  ZOFF_CHECK_ARG(parent.empty() || std::filesystem::is_directory(parent, ec), "--out ", out_path,
-                 ": directory ", parent.string(), " does not exist");
 
   ExportSummary summary;
   const std::vector<partition::ParamSlot> slots = export_order(info);

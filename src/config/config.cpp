@@ -20,7 +20,12 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void fail(const std::string& path, const json& value, const std::string& why) {
-  throw UsageError("config: " + path + " = " + value.dump() + ": " + why);
+  // Configs written for the Hugging Face Trainer carry "auto" where it fills in a value.
+  const std::string hint = value == json("auto")
+                               ? " (\"auto\" is a Hugging Face Trainer placeholder that its "
+                                 "DeepSpeed integration replaces; zoff needs the value itself)"
+                               : "";
+  throw UsageError("config: " + path + " = " + value.dump() + ": " + why + hint);
 }
 
 // One JSON object of the config. Reads are typed and remember which keys were read, so the
@@ -429,6 +434,18 @@ void parse_zero(Section& top, Config& c) {
       z->integer("sub_group_size"), &zc.sub_group_size, *z, "sub_group_size",
       [](int64_t v) { return v >= 1024; }, "must be >= 1024 (elements)");
   parse_offload_optimizer(*z, zc, c.warnings);
+  // DeepSpeed's legacy spelling of offload_optimizer.device = "cpu".
+  if (std::optional<bool> legacy = z->boolean("cpu_offload"); legacy && *legacy) {
+    ZOFF_CHECK_ARG(!z->get("offload_optimizer"), "config: ", z->path_of("cpu_offload"),
+                   " = true and ", z->path_of("offload_optimizer"),
+                   " both given: keep offload_optimizer only");
+    zc.offload_optimizer.device = "cpu";
+    if (zc.stage == 0)
+      fail(z->path_of("cpu_offload"), json(true), "needs zero_optimization.stage >= 1");
+    c.warnings.push_back("config: " + z->path_of("cpu_offload") +
+                         " = true is deprecated (DeepSpeed): read as offload_optimizer.device = "
+                         "\"cpu\"");
+  }
   z->warn_unknown();
 }
 
@@ -538,6 +555,12 @@ json parse_json(const std::string& text) {
   };
   try {
     return json::parse(text, check_duplicates);
+  } catch (const json::out_of_range& e) {
+    // "1e999": nlohmann refuses numbers beyond double; name the number, not the exception.
+    std::string what = e.what();
+    const size_t at = what.find("number overflow");
+    throw UsageError("config: " + (at == std::string::npos ? what : what.substr(at)) +
+                     ": must fit a double");
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     // Keep nlohmann's reason, drop its "[json.exception.parse_error.101] parse error at ..."

@@ -60,8 +60,14 @@ std::string read_file_bytes(const fs::path& path) {
 
 std::string read_fortunes_text(const std::string& dir) {
   std::error_code ec;
-  ZOFF_CHECK_ARG(fs::is_directory(dir, ec), "fortunes: ", dir,
-                 " is not a directory (install Debian's `fortunes` package?)");
+  if (fs::is_regular_file(dir, ec)) {  // one text file (zoff train --data FILE)
+    std::string text = read_file_bytes(dir);
+    ZOFF_CHECK_ARG(!text.empty(), "text: ", dir, " is empty");
+    return text;
+  }
+  ZOFF_CHECK_ARG(fs::is_directory(dir, ec), "text: ", dir,
+                 " is neither a text file nor a directory (the default needs Debian's `fortunes`"
+                 " package)");
   std::vector<fs::path> files;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
     if (is_corpus_file(entry)) files.push_back(entry.path());

@@ -19,6 +19,7 @@
 #include <set>
 
 #include "zoff/core/error.h"
+#include "zoff/core/limits.h"
 #include "zoff/dist/free_port.h"
 
 extern char** environ;
@@ -189,8 +190,9 @@ void LaunchOptions::validate() const {
   ZOFF_CHECK_ARG(master_port != 0 || nnodes == 1, "launch: --master-port 0 (pick a free port) ",
                  "only works on one node; with --nnodes ", nnodes,
                  " every node needs the same explicit port");
-  ZOFF_CHECK_ARG(threads_per_rank >= 0, "launch: --threads-per-rank ", threads_per_rank,
-                 " must be >= 0 (0: share the cores)");
+  ZOFF_CHECK_ARG(threads_per_rank >= 0 && threads_per_rank <= kMaxThreads,
+                 "launch: --threads-per-rank ", threads_per_rank, " must be in [0, ", kMaxThreads,
+                 "] (0: share the cores)");
   ZOFF_CHECK_ARG(timeout_seconds >= 0, "launch: --timeout ", timeout_seconds,
                  " must be >= 0 (0: no limit)");
   ZOFF_CHECK_ARG(grace_seconds >= 0, "launch: --grace ", grace_seconds, " must be >= 0");

@@ -2,6 +2,7 @@
 #include "zoff/engine/zero_engine.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "zoff/config/lr_schedule.h"
 #include "zoff/core/error.h"
@@ -26,6 +27,19 @@ torch::Tensor fp32_buffer(int64_t numel, torch::Device where, bool pin) {
   return torch::zeros({numel}, opts);
 }
 
+// zoff has only been built and run on CPU: the communicators take CPU tensors only and,
+// without offload, the fused kernels would be handed device pointers. Until a CUDA build is
+// tested, a module elsewhere is refused here, in one line, rather than failing deep inside.
+void check_cpu_module(const UnitPlan& plan) {
+  for (const auto* group : {&plan.trainable, &plan.frozen, &plan.buffers}) {
+    for (const auto& [name, t] : *group) {
+      ZOFF_CHECK_ARG(t.device().is_cpu(), "engine: ", name, " is on device ", t.device(),
+                     ": zoff runs modules on the CPU only (no GPU build has been tested); "
+                     "move the module to the CPU");
+    }
+  }
+}
+
 }  // namespace
 
 ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config config,
@@ -35,9 +49,15 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
       comm_(std::move(comm)),
       options_(options) {
   ZOFF_CHECK_ARG(module_ != nullptr, "engine: no module");
+  // A library user gets the config's warnings (an unknown key: a typo) too; the CLI prints
+  // them itself and hands over a config without them.
+  if (comm_->rank() == 0) {
+    for (const auto& w : config_.warnings) std::fprintf(stderr, "zoff: warning: %s\n", w.c_str());
+  }
   check_config();
   plan_ = plan_units(*module_);
   ZOFF_CHECK_ARG(!plan_.trainable.empty(), "the module has no trainable parameters");
+  check_cpu_module(plan_);
   for (auto& [name, t] : plan_.trainable) {
     ZOFF_CHECK_ARG(t.scalar_type() == torch::kFloat32, "parameter ", name, " is ", t.scalar_type(),
                    ": hand the engine an fp32 module (it makes the 16-bit copy itself)");

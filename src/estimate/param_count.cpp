@@ -27,6 +27,10 @@ int64_t parse_param_count(const std::string& text) {
   if (end != number.c_str() + number.size() || !std::isfinite(value)) throw UsageError(bad);
   const double count = std::round(value * scale);
   if (!(count >= 1.0)) throw UsageError("params = \"" + text + "\": must be >= 1");
+  // 1.3B is 1300000000 (up to rounding of the decimal), 1.5 is not a count of parameters.
+  if (std::fabs(value * scale - count) > 1e-9 * count) {
+    throw UsageError("params = \"" + text + "\": not a whole number of parameters");
+  }
   if (count > 9.0e18) throw UsageError("params = \"" + text + "\": too large");
   return static_cast<int64_t>(count);
 }

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "zoff/core/error.h"
+#include "zoff/core/output_path.h"
 #include "zoff/report/svg_chart.h"
 
 namespace zoff::report {
@@ -283,6 +284,12 @@ void write_atomically(const std::string& path, const std::string& content) {
     ::unlink(tmp.c_str());
     throw Error("report: cannot close '" + path + "': " + std::strerror(errno));
   }
+  try {
+    check_replaceable("report: --out", path);  // again: it may have appeared meanwhile
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
@@ -359,12 +366,21 @@ std::string render_html_report(const std::vector<RunLog>& input) {
   return os.str();
 }
 
-void write_html_report(const std::vector<std::string>& log_paths, const std::string& out_path) {
+std::vector<std::string> write_html_report(const std::vector<std::string>& log_paths,
+                                           const std::string& out_path) {
   ZOFF_CHECK_ARG(!log_paths.empty(), "report: no log files given");
   ZOFF_CHECK_ARG(!out_path.empty(), "report: --out is empty");
+  check_output_path("report: --out", out_path);  // before reading: never replace what is not ours
   std::vector<RunLog> runs;
-  for (const std::string& p : log_paths) runs.push_back(read_training_log(p));
+  std::vector<std::string> warnings;
+  for (const std::string& p : log_paths) {
+    runs.push_back(read_training_log(p));
+    if (runs.back().cut_last_line) {
+      warnings.push_back(p + ": the last line is cut (a killed run?); left out");
+    }
+  }
   write_atomically(out_path, render_html_report(runs));
+  return warnings;
 }
 
 }  // namespace zoff::report

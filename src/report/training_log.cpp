@@ -107,6 +107,10 @@ RunLog parse_training_log(const std::string& text, const std::string& source) {
     try {
       obj = json::parse(raw);
     } catch (const json::parse_error& e) {
+      if (in.eof()) {  // getline hit the end without '\n': the writer was killed mid-line
+        run.cut_last_line = true;
+        break;
+      }
       std::string what = e.what();
       const size_t colon = what.find(": ");
       fail_line(source, line,

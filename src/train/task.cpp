@@ -34,7 +34,8 @@ class MlpTask : public Task {
   std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
   const data::Dataset& train_set() const override { return *data_; }
   torch::Tensor loss(const data::Batch& b) override {
-    return torch::mse_loss(model_(b.inputs.to(dtype())), b.targets.to(dtype())).to(torch::kFloat32);
+    // In fp32: LibTorch 1.13 has no bf16 mse_loss on CPU (the outputs are cast, not the model).
+    return torch::mse_loss(model_(b.inputs.to(dtype())).to(torch::kFloat32), b.targets);
   }
 
  private:
@@ -46,11 +47,13 @@ class MlpTask : public Task {
 // Byte-level language model on the text of Debian's fortunes.
 class GptTask : public Task {
  public:
-  GptTask(const std::string& preset, bool activation_checkpointing, int64_t eval_batch)
+  GptTask(const std::string& preset, bool activation_checkpointing, int64_t eval_batch,
+          const std::string& data_path)
       : eval_batch_(eval_batch) {
     ZOFF_CHECK_ARG(eval_batch >= 1, "gpt: evaluation batch = ", eval_batch, ": must be >= 1");
     auto cfg = models::gpt_preset(preset.empty() ? "tiny" : preset);
-    split_ = data::load_fortunes(data::kFortunesDefaultDir, cfg.block_size);
+    split_ = data::load_fortunes(data_path.empty() ? data::kFortunesDefaultDir : data_path,
+                                 cfg.block_size);
     model_ = models::Gpt(cfg);
     model_->set_activation_checkpointing(activation_checkpointing);
   }
@@ -91,10 +94,10 @@ class GptTask : public Task {
 // Image classification on Fashion-MNIST; accuracy on the 10k test images.
 class CnnTask : public Task {
  public:
-  CnnTask(const std::string& preset, uint64_t /*seed*/) {
+  CnnTask(const std::string& preset, const std::string& data_path) {
     ZOFF_CHECK_ARG(preset.empty() || preset == "default", "cnn: unknown preset '", preset,
                    "' (valid: default)");
-    split_ = data::load_fashion_mnist();
+    split_ = data_path.empty() ? data::load_fashion_mnist() : data::load_fashion_mnist(data_path);
     model_ = models::FashionCnn();
   }
   std::string name() const override { return "cnn"; }
@@ -135,14 +138,18 @@ class CnnTask : public Task {
 
 std::unique_ptr<Task> make_task(const TaskOptions& options) {
   torch::manual_seed(options.seed);
-  if (options.model == "mlp") return std::make_unique<MlpTask>(options.preset, options.seed);
+  if (options.model == "mlp") {
+    ZOFF_CHECK_ARG(options.data_path.empty(), "--data ", options.data_path,
+                   ": mlp trains on generated data (--data is for gpt and cnn)");
+    return std::make_unique<MlpTask>(options.preset, options.seed);
+  }
   if (options.model == "gpt") {
     return std::make_unique<GptTask>(options.preset, options.activation_checkpointing,
-                                     options.eval_batch);
+                                     options.eval_batch, options.data_path);
   }
   ZOFF_CHECK_ARG(!options.activation_checkpointing, "activation checkpointing: model '",
                  options.model, "' has no blocks to checkpoint (gpt has)");
-  if (options.model == "cnn") return std::make_unique<CnnTask>(options.preset, options.seed);
+  if (options.model == "cnn") return std::make_unique<CnnTask>(options.preset, options.data_path);
   throw UsageError("unknown model '" + options.model + "' (valid: " + kTaskModels + ")");
 }
 

@@ -15,10 +15,13 @@
 #include "zoff/config/config.h"
 #include "zoff/config/lr_schedule.h"
 #include "zoff/core/error.h"
+#include "zoff/core/limits.h"
+#include "zoff/core/output_path.h"
 #include "zoff/data/distributed_sampler.h"
 #include "zoff/dist/launcher.h"
 #include "zoff/dist/world.h"
 #include "zoff/engine/zero_engine.h"
+#include "zoff/models/generate.h"
 #include "zoff/report/progress.h"
 #include "zoff/train/step_log.h"
 #include "zoff/train/task.h"
@@ -188,6 +191,7 @@ std::string memory_table(const engine::MemoryStats& m) {
 // Writes the module's parameters with torch::save (LibTorch's own archive format), to a
 // temporary name first so a crash never leaves a half-written file.
 void save_module(torch::nn::Module& module, const std::string& path) {
+  check_output_path("--save-model", path);  // checked before training too; it may have changed
   const std::string tmp = path + ".tmp";
   torch::serialize::OutputArchive archive;
   for (const auto& item : module.named_parameters()) archive.write(item.key(), item.value());
@@ -199,13 +203,30 @@ void save_module(torch::nn::Module& module, const std::string& path) {
   ZOFF_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "--save-model ", path, ": rename failed");
 }
 
-}  // namespace
-
-TrainSummary run_training(const TrainOptions& o) {
+// Every flag that can be checked on its own, before any work (a model, a store, a file).
+void check_options(const TrainOptions& o) {
   ZOFF_CHECK_ARG(o.steps >= 1, "--steps ", o.steps, ": must be >= 1");
+  ZOFF_CHECK_ARG(o.threads >= 0 && o.threads <= kMaxThreads, "--threads ", o.threads,
+                 ": must be in [1, ", kMaxThreads, "] (0 = auto)");
+  ZOFF_CHECK_ARG(o.eval_every >= 0, "--eval-every ", o.eval_every,
+                 ": must be >= 0 (0 = once per epoch)");
+  ZOFF_CHECK_ARG(o.save_every >= 0, "--save-every ", o.save_every,
+                 ": must be >= 0 (0 = at the end)");
+  ZOFF_CHECK_ARG(o.sample_prompt.empty() || o.model == "gpt", "--sample \"", o.sample_prompt,
+                 "\": only --model gpt generates text (this run trains ", o.model, ")");
+  ZOFF_CHECK_ARG(o.sample_tokens >= 0 && o.sample_tokens <= models::kMaxGenerateTokens,
+                 "--sample-tokens ", o.sample_tokens, ": must be in [0, ",
+                 models::kMaxGenerateTokens, "]");
   ZOFF_CHECK_ARG(o.optimizer_backend == "fused" || o.optimizer_backend == "torch",
                  "--optimizer-backend ", o.optimizer_backend, ": must be fused or torch");
   ZOFF_CHECK_ARG(o.comm_timeout_s >= 1, "--comm-timeout ", o.comm_timeout_s, ": must be >= 1");
+  if (!o.save_model_path.empty()) check_output_path("--save-model", o.save_model_path);
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainOptions& o) {
+  check_options(o);
   const auto world = dist::WorldInfo::from_env();
   ZOFF_CHECK_ARG(
       !o.reference || world.world_size == 1,
@@ -218,6 +239,7 @@ TrainSummary run_training(const TrainOptions& o) {
   if (leader) {
     for (const auto& w : cfg.warnings) std::fprintf(stderr, "zoff: warning: %s\n", w.c_str());
   }
+  cfg.warnings.clear();  // printed: the engine would print them again
   ZOFF_CHECK_ARG(!cfg.fp16.enabled,
                  "fp16.enabled = true: LibTorch 1.13's CPU kernels have no fp16 matmul, so "
                  "fp16 compute needs a GPU build; use \"bf16\": {\"enabled\": true} on CPU");
@@ -226,7 +248,7 @@ TrainSummary run_training(const TrainOptions& o) {
   auto comm = dist::init_comm(world, std::chrono::seconds(o.comm_timeout_s));
   auto task = make_task({o.model, o.preset, o.seed,
                          o.activation_checkpointing || cfg.activation_checkpointing,
-                         cfg.train_micro_batch_size_per_gpu});
+                         cfg.train_micro_batch_size_per_gpu, o.data_path});
   data::DistributedSampler sampler(task->train_set().size(), cfg.train_batch_size, o.seed);
 
   std::unique_ptr<Stepper> stepper;

@@ -7,9 +7,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_test_support.h"
 #include "zoff/checkpoint/atomic_file.h"
+#include "zoff/checkpoint/step_directory.h"
 #include "zoff/core/error.h"
 
 namespace zoff::checkpoint {
@@ -221,6 +223,33 @@ TEST(CheckpointErrors, StageOptimizerModelAndSeedMismatch) {
                   "has optimizer 'adamw', this job's config has 'sgd'");
 }
 
+// A regression test: "preset" edited to "xl" made `zoff generate` build a 1.3B model first.
+TEST(CheckpointErrors, EditedMetaFailsItsChecksum) {
+  ScratchDir dir;
+  const auto ckpt = saved_world2(dir);
+  auto meta = nlohmann::ordered_json::parse(read_text_file(ckpt + "/meta.json"));
+  meta["preset"] = "xl";
+  write_file_atomically(ckpt + "/meta.json", meta.dump(2) + "\n");
+  try {
+    read_checkpoint_info(ckpt);
+    FAIL() << "an edited meta.json was read";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+  expect_all_fail(load_errors(ckpt), "checksum mismatch");
+}
+
+TEST(CheckpointErrors, TrainBatchSizeMismatch) {
+  ScratchDir dir;
+  const auto ckpt = saved_world2(dir);
+  auto cfg = engine::testing::base_config(1, 2, 2 * testing::kGlobal, testing::kAccum);
+  expect_all_fail(errors_on_ranks(cfg, 2,
+                                  [&](engine::ZeroEngine& engine, testing::TinyMlp&, int) {
+                                    load_checkpoint(engine, ckpt, run_identity());
+                                  }),
+                  "was written with train_batch_size 12, this job's config has 24");
+}
+
 TEST(CheckpointErrors, LayoutMismatch) {
   ScratchDir dir;
   const auto ckpt = saved_world2(dir);
@@ -280,8 +309,10 @@ TEST(CheckpointCrash, IncompleteSaveIsNotACheckpointAndLatestKeepsThePreviousOne
   EXPECT_EQ(resolve_checkpoint_dir(dir.path()), dir / "step_3");
   EXPECT_THROW(resolve_checkpoint_dir(dir / "step_6"), UsageError);
 
-  // A real failure inside save: rank 1's file cannot be renamed into place.
-  fs::create_directories(dir / "step_5/rank_1.bin/blocker");
+  // A real failure inside save: rank 1's file cannot be written.
+  set_save_fault_hook([](int rank, const std::string& path) {
+    if (rank == 1 && path.find("rank_1.bin") != std::string::npos) throw Error("cannot move it");
+  });
   std::vector<std::string> errors(2);
   std::vector<testing::TinyMlp> models{engine::testing::make_model(1),
                                        engine::testing::make_model(1)};
@@ -296,10 +327,11 @@ TEST(CheckpointCrash, IncompleteSaveIsNotACheckpointAndLatestKeepsThePreviousOne
       errors[static_cast<size_t>(rank)] = std::string("Error: ") + e.what();
     }
   });
+  set_save_fault_hook({});
   EXPECT_NE(errors[1].find("cannot move"), std::string::npos) << errors[1];
   EXPECT_NE(errors[0].find("failed on rank 1"), std::string::npos) << errors[0];
-  EXPECT_FALSE(fs::exists(dir / "step_5/meta.json"));
-  EXPECT_FALSE(fs::exists(dir / "step_5/rank_1.bin.tmp"));
+  EXPECT_FALSE(fs::exists(dir / "step_5"));
+  EXPECT_FALSE(fs::exists(dir / "step_5.tmp/rank_1.bin"));
   EXPECT_EQ(read_text_file(dir / "latest"), "step_3\n");
 
   // Resuming from the root still works and lands on step 3's state.

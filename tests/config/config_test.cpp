@@ -131,6 +131,47 @@ TEST(Config, UnknownKeysWarnNotFail) {
   EXPECT_EQ(c.zero.stage, 0);
 }
 
+// DeepSpeed's legacy "cpu_offload": true is offload_optimizer.device = "cpu", with a warning.
+TEST(Config, LegacyCpuOffloadMeansOffloadOptimizerCpu) {
+  const Config c = parse_config(R"({"train_batch_size": 4,
+      "zero_optimization": {"stage": 2, "cpu_offload": true},
+      "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})",
+                                1);
+  EXPECT_EQ(c.zero.offload_optimizer.device, "cpu");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("zero_optimization.cpu_offload = true is deprecated"),
+            std::string::npos)
+      << c.warnings[0];
+  EXPECT_THROW(parse_config(R"({"train_batch_size": 4,
+      "zero_optimization": {"stage": 2, "cpu_offload": true,
+                            "offload_optimizer": {"device": "cpu"}},
+      "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})",
+                            1),
+               UsageError);
+  const Config off = parse_config(R"({"train_batch_size": 4,
+      "zero_optimization": {"stage": 2, "cpu_offload": false},
+      "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})",
+                                  1);
+  EXPECT_EQ(off.zero.offload_optimizer.device, "none");
+}
+
+// "auto" (Hugging Face Trainer placeholders) and numbers beyond double are clean UsageErrors.
+TEST(Config, AutoPlaceholderAndNumberOverflowAreNamed) {
+  try {
+    parse_config(R"({"train_batch_size": "auto"})", 1);
+    FAIL() << "\"auto\" accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("Hugging Face Trainer placeholder"), std::string::npos)
+        << e.what();
+  }
+  try {
+    parse_config(R"({"train_batch_size": 4, "gradient_clipping": 1e999})", 1);
+    FAIL() << "1e999 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("1e999"), std::string::npos) << e.what();
+  }
+}
+
 struct BadConfig {
   const char* name;
   const char* json;

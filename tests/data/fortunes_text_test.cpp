@@ -67,6 +67,16 @@ TEST(FortunesText, ReadsRegularFilesSortedSkippingIndexesAndLinks) {
   fs::remove_all(dir);
 }
 
+// zoff train --data FILE: one regular file is the whole text.
+TEST(FortunesText, ReadsOneTextFile) {
+  const fs::path dir = fresh_dir("one");
+  write(dir / "corpus.txt", "just this\n");
+  EXPECT_EQ(read_fortunes_text((dir / "corpus.txt").string()), "just this\n");
+  write(dir / "empty.txt", "");
+  EXPECT_THROW(read_fortunes_text((dir / "empty.txt").string()), UsageError);
+  fs::remove_all(dir);
+}
+
 TEST(FortunesText, SameIndicesSameBatch) {
   FortunesText ds("abcdefghijklmnopqrstuvwxyz", 5);
   EXPECT_EQ(ds.size(), 5);  // (26 - 1) / 5

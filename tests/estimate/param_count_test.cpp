@@ -18,6 +18,14 @@ TEST(ParamCount, ParsesSuffixesAndScientific) {
   EXPECT_EQ(parse_param_count("124439808"), 124'439'808);
 }
 
+// A regression test: 1.5 once became 2 parameters without a word.
+TEST(ParamCount, RejectsFractionalCounts) {
+  EXPECT_THROW(parse_param_count("1.5"), UsageError);
+  EXPECT_THROW(parse_param_count("0.0000000015B"), UsageError);
+  EXPECT_EQ(parse_param_count("1.5k"), 1'500);
+  EXPECT_EQ(parse_param_count("0.1B"), 100'000'000);
+}
+
 TEST(ParamCount, RejectsGarbage) {
   for (const char* bad :
        {"", "abc", "1.3X", "B", "-5", "0", "1e30", "nan", "inf", " 5", "5 ", "1.2.3M"}) {

@@ -65,6 +65,20 @@ TEST(TrainingLog, BadLinesNameTheLine) {
                      "bad.jsonl:2: missing \"step\"");
 }
 
+// A run killed while writing a line leaves it without '\n': the steps before it are read,
+// the cut line is left out and flagged. A malformed line that does end in '\n' is an error.
+TEST(TrainingLog, LastLineCutByAKillIsLeftOut) {
+  const std::string good = "{\"step\": 1, \"loss\": 2.0}\n{\"step\": 2, \"loss\": 1.5}\n";
+  const RunLog cut = parse_training_log(good + "{\"step\": 3, \"lo", "cut.jsonl");
+  ASSERT_EQ(cut.steps.size(), 2u);
+  EXPECT_TRUE(cut.cut_last_line);
+  const RunLog whole = parse_training_log(good + "{\"step\": 3, \"loss\": 1.0}", "whole.jsonl");
+  EXPECT_EQ(whole.steps.size(), 3u);  // no '\n' but whole: kept
+  EXPECT_FALSE(whole.cut_last_line);
+  expect_usage_error(good + "{\"step\": 3, \"lo\n", "bad.jsonl:3: malformed JSON");
+  expect_usage_error("{\"step\": 1, \"lo", "no step lines");  // nothing whole at all
+}
+
 TEST(TrainingLog, EmptyOrMissingLogIsError) {
   expect_usage_error("", "no step lines");
   expect_usage_error("\n\n", "no step lines");

@@ -21,9 +21,10 @@ namespace zoff::checkpoint {
 //                 Holds the format version, step, world size, ZeRO stage, config, model,
 //                 preset, seed, flat layout, optimizer type and state names, data position,
 //                 rank 0's RNG state (hex) and the CRC32 and length of every rank file.
-// save_checkpoint writes <root>/step_<step>/ and then updates <root>/latest, a one-line
-// file naming the newest complete step directory. Both go through temporary names,
-// fsync and rename: a crash mid-save leaves no meta.json and the old `latest`.
+// save_checkpoint writes <root>/step_<step>.tmp/, swaps it in as <root>/step_<step>/ and then
+// updates <root>/latest, a one-line file naming the newest complete step directory (see
+// step_directory.h). Files go through temporary names, fsync and rename: a crash mid-save
+// leaves the old step directories and the old `latest` as they were.
 // Version 2: parameters in units, each sharded across ranks (meta.json's layout.regions).
 inline constexpr int kCheckpointFormatVersion = 2;
 inline constexpr const char* kMetaFileName = "meta.json";
@@ -78,9 +79,10 @@ struct CheckpointInfo {
 // Collective (every rank calls it; it calls engine.synchronize() first, so a delayed
 // parameter update in flight is finished). Writes the engine's state at engine.global_step() to
 // <root_dir>/step_<step>/ and points <root_dir>/latest at it. Returns that directory.
-// Rewriting an existing step directory first removes its meta.json, so it never looks
-// complete while its files change. An I/O failure on any rank is a zoff::Error on every rank
-// and leaves no meta.json.
+// Re-saving an existing step replaces it atomically only once the new one is complete.
+// Leftovers of killed saves (step_<N>.tmp, latest.tmp) are removed first. An I/O failure on
+// any rank is a zoff::Error on every rank and leaves the committed checkpoints and `latest`
+// as they were.
 std::string save_checkpoint(engine::ZeroEngine& engine, const std::string& root_dir,
                             const CheckpointInfo& run);
 

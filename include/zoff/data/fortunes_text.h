@@ -40,7 +40,8 @@ class FortunesText : public Dataset {
 
 // The whole corpus, in a fixed order: the regular files of `dir` sorted by name, skipping
 // the strfile indexes (*.dat), the *.u8 names, symlinks and directories, concatenated
-// byte for byte. A missing directory or one without text is a zoff::UsageError naming it.
+// byte for byte. `dir` may also be one regular file: its bytes. A missing path, or one
+// without text, is a zoff::UsageError naming it.
 std::string read_fortunes_text(const std::string& dir = kFortunesDefaultDir);
 
 struct FortunesSplit {

@@ -18,6 +18,9 @@ namespace zoff::models {
 // Runs in eval mode without autograd and restores the module's training flag afterwards.
 // An empty prompt, max_new_tokens < 0, a negative or non-finite temperature or top_k < 0 is
 // a zoff::UsageError naming the value.
+// Most bytes generate() is asked for at once (zoff generate --tokens, zoff train --sample-tokens).
+inline constexpr int64_t kMaxGenerateTokens = 1 << 20;
+
 std::string generate(Gpt& model, const std::string& prompt, int64_t max_new_tokens,
                      double temperature, int64_t top_k, uint64_t seed);
 

@@ -19,7 +19,10 @@ std::string render_html_report(const std::vector<RunLog>& runs);
 // Reads every log, renders the page and writes it to `out_path` atomically (temporary file
 // in the same directory, fsync, rename). Bad logs are UsageErrors naming file and line, as is
 // an output directory that is missing or not writable; other write failures are zoff::Errors
-// naming the path.
-void write_html_report(const std::vector<std::string>& log_paths, const std::string& out_path);
+// naming the path. `out_path` must be a regular file or nothing (a directory, symlink or
+// device there is a UsageError, checked before the logs are read). Returns warnings for the
+// user (a log whose last line was cut by a kill), one line each.
+std::vector<std::string> write_html_report(const std::vector<std::string>& log_paths,
+                                           const std::string& out_path);
 
 }  // namespace zoff::report

@@ -35,12 +35,16 @@ struct RunLog {
   std::string path;
   std::vector<LogStep> steps;  // in file order
   std::vector<LogEvent> events;
+  // The last line had no '\n' and was not valid JSON: a run killed mid-write. It is left
+  // out (the steps before it are whole); `zoff report` says so in a warning.
+  bool cut_last_line = false;
 };
 
 // Parses JSONL text. `source` names the text in errors ("run.jsonl:12: ..."). Blank lines
 // are skipped. A malformed line, a step line without an integer "step" and a numeric
 // "loss" (null is allowed: a diverged step), a wrong-typed field, or no step lines at all
-// is a zoff::UsageError naming the line.
+// is a zoff::UsageError naming the line, except a malformed last line without '\n' (see
+// RunLog::cut_last_line).
 RunLog parse_training_log(const std::string& text, const std::string& source);
 
 // Reads and parses a file; a missing or unreadable file is a UsageError naming it.

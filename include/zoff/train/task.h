@@ -40,6 +40,10 @@ struct TaskOptions {
   // Samples per evaluation forward: `zoff train` passes the micro-batch, so evaluating
   // never needs more activation memory than a training step.
   int64_t eval_batch = 4;
+  // Training data (zoff train --data): gpt a text file or a directory of text files, cnn a
+  // directory of Fashion-MNIST-style IDX files (gzip or not); "" = Debian's fortunes /
+  // Fashion-MNIST. mlp trains on generated data and refuses a path.
+  std::string data_path = "";
 };
 
 // Builds the task; an unknown model or preset is a UsageError listing the valid names.

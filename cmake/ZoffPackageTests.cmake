@@ -1,0 +1,14 @@
+# ctest cases for zoff as a dependency (label "package"): a consumer project built against an
+# installed tree in a temporary prefix, and zoff configured as a subdirectory of another project.
+set(ZOFF_PACKAGE_TEST_DIR ${PROJECT_BINARY_DIR}/package_test)
+add_test(NAME package.InstalledConsumerBuildsAndRuns
+         COMMAND ${CMAKE_COMMAND} -DZOFF_BUILD_DIR=${PROJECT_BINARY_DIR}
+                 -DZOFF_SOURCE_DIR=${PROJECT_SOURCE_DIR} -DWORK_DIR=${ZOFF_PACKAGE_TEST_DIR}/install
+                 -DGENERATOR=${CMAKE_GENERATOR} -DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}
+                 -DCXX=${CMAKE_CXX_COMPILER} -P ${PROJECT_SOURCE_DIR}/tests/package/consumer_test.cmake)
+add_test(NAME package.AddSubdirectoryConfigures
+         COMMAND ${CMAKE_COMMAND} -DZOFF_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+                 -DWORK_DIR=${ZOFF_PACKAGE_TEST_DIR}/subdir -DGENERATOR=${CMAKE_GENERATOR}
+                 -P ${PROJECT_SOURCE_DIR}/tests/package/subdirectory_test.cmake)
+set_tests_properties(package.InstalledConsumerBuildsAndRuns package.AddSubdirectoryConfigures
+                     PROPERTIES LABELS package TIMEOUT 600)

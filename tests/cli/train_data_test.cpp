@@ -1,0 +1,83 @@
+// `zoff train --data PATH`: gpt trains on a text file the test writes, cnn on a copy of the
+// Fashion-MNIST IDX files (one gzip'd, one not); a bad path is one line naming it, exit 2.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli_test_support.h"
+
+namespace zoff::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kMnist = "/usr/share/datasets/fashion-mnist";
+
+const char* const kConfig =
+    R"({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 4,
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})";
+
+ProcessResult train_on(const TempDir& dir, const std::string& model, const std::string& data) {
+  write_text(dir.file("c.json"), kConfig);
+  return run_zoff({"train", "--model", model, "--config", dir.file("c.json"), "--steps", "2",
+                   "--threads", "1", "--eval-every", "100", "--data", data});
+}
+
+TEST(TrainData, GptTrainsOnATextFile) {
+  TempDir dir;
+  std::string text;
+  while (text.size() < 20000)
+    text += "the quick brown fox jumps over the lazy dog " + std::to_string(text.size()) + "\n";
+  write_text(dir.file("corpus.txt"), text);
+  const auto r = train_on(dir, "gpt", dir.file("corpus.txt"));
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("done: 2 steps"), std::string::npos) << describe(r);
+}
+
+// Writes the gunzipped bytes of `gz` to `out`.
+void gunzip(const std::string& gz, const std::string& out) {
+  gzFile f = gzopen(gz.c_str(), "rb");
+  ASSERT_NE(f, nullptr) << gz;
+  std::string bytes;
+  char buf[1 << 16];
+  for (int n; (n = gzread(f, buf, sizeof buf)) > 0;) bytes.append(buf, static_cast<size_t>(n));
+  gzclose(f);
+  write_text(out, bytes);
+}
+
+TEST(TrainData, CnnTrainsOnACopyOfTheIdxFiles) {
+  if (!fs::exists(std::string(kMnist) + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
+  }
+  TempDir dir;
+  const fs::path data = dir.file("idx");
+  fs::create_directories(data);
+  for (const char* name :
+       {"train-images-idx3-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+    fs::copy_file(std::string(kMnist) + "/" + name + ".gz", data / (std::string(name) + ".gz"));
+  }
+  // One file plain: gzip or not, both are read.
+  gunzip(std::string(kMnist) + "/train-labels-idx1-ubyte.gz",
+         (data / "train-labels-idx1-ubyte").string());
+  const auto r = train_on(dir, "cnn", data.string());
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("done: 2 steps"), std::string::npos) << describe(r);
+}
+
+TEST(TrainData, BadPathIsOneLineNamingIt) {
+  TempDir dir;
+  for (const auto& [model, path] : std::vector<std::pair<std::string, std::string>>{
+           {"gpt", dir.file("missing.txt")}, {"cnn", dir.file("no_idx")}, {"mlp", dir.path()}}) {
+    const auto r = train_on(dir, model, path);
+    EXPECT_EQ(r.exit_code, 2) << describe(r);
+    const auto lines = lines_of(r.err);
+    ASSERT_EQ(lines.size(), 1u) << describe(r);
+    EXPECT_EQ(lines[0].rfind("zoff: error:", 0), 0u) << lines[0];
+    EXPECT_NE(lines[0].find(path), std::string::npos) << lines[0];
+  }
+}
+
+}  // namespace
+}  // namespace zoff::cli_test
