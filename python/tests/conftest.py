@@ -23,7 +23,9 @@ def run_ranks(n, script, args, tmp_path, timeout=240):
     """Runs `python3 script args --out FILE` on n ranks under `zoff launch` (which sets
     torchrun's variables) and returns what rank 0 wrote to FILE (JSON)."""
     out = tmp_path / f"result_{n}.json"
-    cmd = [zoff_exe(), "launch", "-n", str(n), "--", sys.executable, os.path.join(HERE, script),
+    # One intra-op thread per rank: OpenMP threads spinning on a 2-core machine shared with
+    # other jobs made a 1-rank run 20x slower.
+    cmd = [zoff_exe(), "launch", "-n", str(n), "--threads-per-rank", "1", "--", sys.executable, os.path.join(HERE, script),
            *args, "--out", str(out)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

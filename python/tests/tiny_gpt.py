@@ -1,7 +1,7 @@
 """The tiny GPT and configs the Python tests train (small enough for CI on 2 cores)."""
 import torch
 
-from gpt import GPT
+from gpt import GPT, batch_windows, fortunes_bytes
 
 TINY = dict(n_layer=2, n_head=2, n_embd=32, block_size=16, vocab_size=256)
 GLOBAL_BATCH, MICRO = 8, 2
@@ -32,10 +32,10 @@ def model(seed=1):
 
 
 def tokens(steps, seed=7):
-    """int64 [steps, GLOBAL_BATCH, block_size + 1]: random bytes (fast, deterministic)."""
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, TINY["vocab_size"], (steps, GLOBAL_BATCH, TINY["block_size"] + 1),
-                         generator=g)
+    """int64 [steps, GLOBAL_BATCH, block_size + 1]: windows of Debian's fortunes text."""
+    text = fortunes_bytes()
+    return torch.stack([batch_windows(text, s, GLOBAL_BATCH, TINY["block_size"], seed)
+                        for s in range(steps)])
 
 
 def rank_slice(batch, rank, world):

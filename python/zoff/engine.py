@@ -90,6 +90,16 @@ class Engine:
         reading an embedding's weight in the parent's forward)."""
         return self._scopes.run(module, fn)
 
+    def full_parameters(self):
+        """Collective: {name: fp32 copy} of every parameter, whole (gathered at stage 3)."""
+        self.synchronize()
+
+        def copies():
+            with torch.no_grad():
+                return {k: v.detach().float().clone() for k, v in self.module.named_parameters()}
+
+        return self._scopes.run(self.module, copies) if self.zero_stage == 3 else copies()
+
     def train(self, mode=True):
         self.module.train(mode)
         return self
