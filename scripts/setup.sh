@@ -14,7 +14,9 @@ PACKAGES=(
   fio                     # `zoff bench io` measures the NVMe tier against fio in the same run
   zlib1g-dev              # gzip IDX files, checksums
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-torch   # independent numerical reference in tests
+  python3 python3-torch   # independent numerical reference in tests; `import zoff` builds against it
+  python3-dev pybind11-dev  # the zoff Python extension (python/)
+  python3-pytest          # the Python package's tests
   fortunes                # text corpus for the gpt example
   dataset-fashion-mnist   # images for the cnn example
   procps                  # ps/pkill used by launcher tests

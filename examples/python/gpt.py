@@ -1,0 +1,98 @@
+"""A byte-level GPT in plain PyTorch, op for op the same as zoff's C++ gpt (src/models/gpt.cpp),
+and the text of Debian's fortunes as its data. Nothing here knows zoff."""
+import math
+import os
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+PRESETS = {  # the C++ presets (include/zoff/models/gpt_config.h)
+    "tiny": dict(n_layer=5, n_head=4, n_embd=128, block_size=128),
+    "small": dict(n_layer=8, n_head=6, n_embd=384, block_size=256),
+}
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(n_embd, 3 * n_embd)
+        self.proj = nn.Linear(n_embd, n_embd)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hs = C // self.n_head
+        q, k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
+        att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        att = torch.softmax(att.masked_fill(future, float("-inf")), -1)
+        y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.fc = nn.Linear(n_embd, 4 * n_embd)
+        self.mlp_proj = nn.Linear(4 * n_embd, n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp_proj(F.gelu(self.fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, n_layer, n_head, n_embd, block_size, vocab_size=256):
+        super().__init__()
+        self.wte = nn.Embedding(vocab_size, n_embd)
+        self.wpe = nn.Embedding(block_size, n_embd)
+        self.blocks = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied: trained once
+        self._init_weights(n_layer)
+
+    @torch.no_grad()
+    def _init_weights(self, n_layer):  # GPT-2's: normal(0.02), residual projections scaled
+        nn.init.normal_(self.wte.weight, 0.0, 0.02)
+        nn.init.normal_(self.wpe.weight, 0.0, 0.02)
+        for b in self.blocks:
+            for lin in (b.attn.qkv, b.attn.proj, b.fc, b.mlp_proj):
+                residual = lin is b.attn.proj or lin is b.mlp_proj
+                nn.init.normal_(lin.weight, 0.0, 0.02 / math.sqrt(2.0 * n_layer) if residual else 0.02)
+                nn.init.zeros_(lin.bias)
+
+    def forward(self, idx):
+        pos = torch.arange(idx.size(1), dtype=idx.dtype, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))  # [B, T, V]
+
+
+def gpt_loss(logits, targets):
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
+
+
+def fortunes_bytes(directory="/usr/share/games/fortunes"):
+    """The corpus as zoff's C++ reader sees it: regular files sorted by name, no *.dat/*.u8."""
+    parts = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if os.path.islink(path) or not os.path.isfile(path) or name.endswith((".dat", ".u8")):
+            continue
+        with open(path, "rb") as f:
+            parts.append(f.read())
+    return torch.frombuffer(bytearray(b"".join(parts)), dtype=torch.uint8).long()
+
+
+def batch_windows(text, step, batch, block_size, seed=0):
+    """The global batch of `step`: `batch` random windows of block_size + 1 bytes, the same
+    on every rank (each takes its slice)."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    starts = torch.randint(0, text.numel() - block_size - 1, (batch,), generator=g)
+    return torch.stack([text[s:s + block_size + 1] for s in starts.tolist()])

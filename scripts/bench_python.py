@@ -1,0 +1,80 @@
+"""One rank of scripts/bench_python.sh: trains the Python GPT for --steps steps either through
+zoff (bf16, ZeRO --stage, cpu offload) or with DDP + torch.optim.AdamW under
+torch.autocast("cpu", bfloat16) on gloo, and prints rank 0's median tokens/s (steps after
+--warmup) as one JSON line."""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
+from gpt import GPT, PRESETS, batch_windows, fortunes_bytes, gpt_loss  # noqa: E402
+
+LR, BETAS, WD = 3e-4, (0.9, 0.95), 0.1
+
+
+def zoff_steps(a, model, text, world, rank):
+    import zoff
+    cfg = {"train_batch_size": a.batch, "train_micro_batch_size_per_gpu": a.batch // world,
+           "gradient_clipping": 1.0,
+           "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": list(BETAS), "weight_decay": WD}},
+           "zero_optimization": {"stage": a.stage, "offload_optimizer": {"device": "cpu"}},
+           "bf16": {"enabled": True}}
+    engine = zoff.initialize(model=model, config=cfg)
+    for step in range(a.steps):
+        x = batch_windows(text, step, a.batch, a.block).chunk(world)[rank]
+        engine.backward(gpt_loss(engine(x[:, :-1]), x[:, 1:]))
+        engine.step()
+        yield
+
+
+def ddp_steps(a, model, text, world, rank):
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=LR, betas=BETAS, weight_decay=WD)
+    for step in range(a.steps):
+        x = batch_windows(text, step, a.batch, a.block).chunk(world)[rank]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = gpt_loss(ddp(x[:, :-1]), x[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
+        opt.step()
+        yield
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--mode", choices=["zoff", "ddp"], required=True)
+    p.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--batch", type=int, default=8, help="global batch (sequences)")
+    p.add_argument("--stage", type=int, default=2)
+    a = p.parse_args()
+    a.block = PRESETS[a.preset]["block_size"]
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    if os.environ.get("ZOFF_NUM_THREADS"):
+        torch.set_num_threads(int(os.environ["ZOFF_NUM_THREADS"]))
+    if a.mode == "ddp":
+        dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model, text = GPT(**PRESETS[a.preset]), fortunes_bytes()
+    steps = (zoff_steps if a.mode == "zoff" else ddp_steps)(a, model, text, world, rank)
+    times, t = [], time.perf_counter()
+    for _ in steps:
+        now = time.perf_counter()
+        times.append(now - t)
+        t = now
+    if rank == 0:
+        tok_s = a.batch * a.block / statistics.median(times[a.warmup:])
+        print(json.dumps({"mode": a.mode, "tokens_per_s": tok_s, "steps": a.steps}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
