@@ -188,6 +188,14 @@ std::string memory_table(const engine::MemoryStats& m) {
   return out;
 }
 
+// One line on the NVMe tier's I/O path and sub-groups, when the engine has one.
+void print_nvme_tier(const engine::ZeroEngine& engine) {
+  const auto* t = engine.tiered();
+  if (t == nullptr) return;
+  std::printf("nvme tier: %s; sub-groups of %lld elements, %d buffer set(s)\n",
+              engine.nvme_io().c_str(), static_cast<long long>(t->sub_group_elems()), t->slots());
+}
+
 // Writes the module's parameters with torch::save (LibTorch's own archive format), to a
 // temporary name first so a crash never leaves a half-written file.
 void save_module(torch::nn::Module& module, const std::string& path) {
@@ -274,12 +282,7 @@ TrainSummary run_training(const TrainOptions& o) {
         static_cast<long long>(cfg.train_micro_batch_size_per_gpu),
         static_cast<long long>(cfg.gradient_accumulation_steps), world.world_size, threads);
     std::printf("%s", memory_table(stepper->memory()).c_str());
-    if (stepper->engine() != nullptr && stepper->engine()->tiered() != nullptr) {
-      const auto* t = stepper->engine()->tiered();
-      std::printf("nvme tier: %s; sub-groups of %lld elements, %d buffer set(s)\n",
-                  stepper->engine()->nvme_io().c_str(),
-                  static_cast<long long>(t->sub_group_elems()), t->slots());
-    }
+    if (stepper->engine() != nullptr) print_nvme_tier(*stepper->engine());
     std::fflush(stdout);
   }
 
