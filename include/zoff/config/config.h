@@ -43,7 +43,8 @@ struct OffloadConfig {
 };
 
 // offload_param (stage 3): where each rank's parameter shards live. On a CPU-only machine
-// "cpu" is where they are anyway; "nvme" comes with the NVMe tier.
+// "cpu" is where they are anyway; "nvme" puts them in files under nvme_path (needs
+// offload_optimizer.device = "nvme", which writes each step's new pieces there).
 struct OffloadParamConfig {
   std::string device = "none";  // none | cpu | nvme
   bool pin_memory = false;
