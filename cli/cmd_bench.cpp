@@ -7,6 +7,7 @@
 #include "bench_io.h"
 #include "command.h"
 #include "zoff/core/error.h"
+#include "zoff/engine/tiered_optimizer_bench.h"
 #include "zoff/optim/optimizer_bench.h"
 
 namespace zoff::cli {
@@ -18,7 +19,35 @@ struct BenchOptimFlags {
   int steps = 5;
   int repeats = 5;
   bool json = false;
+  std::string tier = "ram";  // ram: kernels vs LibTorch; nvme: the step streamed from disk
+  std::string dir = "/var/tmp";
+  int64_t sub_group_size = 10000000;
+  int64_t buffer_count = 0;
 };
+
+// --tier nvme: the sub-group step from disk against the same step in RAM and the disk bound.
+void run_bench_optim_nvme(const BenchOptimFlags& f) {
+  engine::TieredBenchOptions o;  // --steps and --repeats as given: 5 x 5 by default
+  o.params = static_cast<size_t>(f.params);
+  o.threads = f.threads;
+  o.steps = f.steps;
+  o.repeats = f.repeats;
+  o.dir = f.dir;
+  o.sub_group_elems = f.sub_group_size;
+  o.buffer_count = f.buffer_count;
+  engine::validate_tiered_bench_options(o);
+  const auto result = engine::run_tiered_bench(o);
+  if (f.json) {
+    std::cout << engine::format_tiered_bench_json(result) << "\n";
+    return;
+  }
+  const std::string command_line =
+      "zoff bench optim --tier nvme --dir " + o.dir + " --params " + std::to_string(o.params) +
+      " --sub-group-size " + std::to_string(o.sub_group_elems) + " --threads " +
+      std::to_string(o.threads) + " --steps " + std::to_string(o.steps) + " --repeats " +
+      std::to_string(o.repeats);
+  std::cout << engine::format_tiered_bench_table(result, command_line);
+}
 
 void add_bench_optim(CLI::App& bench, int& exit_code) {
   auto flags = std::make_shared<BenchOptimFlags>();
@@ -32,8 +61,27 @@ void add_bench_optim(CLI::App& bench, int& exit_code) {
   cmd->add_option("--repeats", flags->repeats, "timed repetitions; the best counts")
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print one JSON object instead of the table");
+  cmd->add_option("--tier", flags->tier,
+                  "ram: fused kernels vs LibTorch; nvme: the sub-group step from disk vs RAM "
+                  "and the disk bound")
+      ->capture_default_str();
+  cmd->add_option("--dir", flags->dir, "--tier nvme: directory of the tier's files")
+      ->capture_default_str();
+  cmd->add_option("--sub-group-size", flags->sub_group_size,
+                  "--tier nvme: elements per sub-group (zero_optimization.sub_group_size)")
+      ->capture_default_str();
+  cmd->add_option("--buffer-count", flags->buffer_count,
+                  "--tier nvme: fp32 host buffers of one sub-group each (0: auto)")
+      ->capture_default_str();
   cmd->callback([flags, &exit_code] {
     ZOFF_CHECK_ARG(flags->params > 0, "bench optim: --params = ", flags->params, ": must be > 0");
+    ZOFF_CHECK_ARG(flags->tier == "ram" || flags->tier == "nvme", "bench optim: --tier = '",
+                   flags->tier, "': must be ram or nvme");
+    if (flags->tier == "nvme") {
+      run_bench_optim_nvme(*flags);
+      exit_code = 0;
+      return;
+    }
     optim::OptimizerBenchOptions options;
     options.params = static_cast<size_t>(flags->params);
     options.threads = flags->threads;

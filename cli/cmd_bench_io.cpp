@@ -21,7 +21,7 @@ namespace {
 struct BenchIoFlags {
   offload::IoBenchOptions bench;
   std::string backend = "auto";
-  int repeats = 2;
+  int repeats = 5;
   bool json = false;
 };
 

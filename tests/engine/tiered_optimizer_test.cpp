@@ -4,24 +4,21 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "offload/offload_test_support.h"
 #include "zoff/core/error.h"
 #include "zoff/offload/io_faults.h"
 #include "zoff/optim/shard_optimizer.h"
 
 namespace zoff::engine {
 namespace {
-
-namespace fs = std::filesystem;
 
 // A prime number of elements, so the last sub-group and the last 4 KiB block are partial.
 constexpr size_t kNumel = 10007;
@@ -34,19 +31,8 @@ std::vector<float> randn(size_t n, uint64_t seed) {
   return std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + n);
 }
 
-// A scratch directory on the real disk (O_DIRECT works there, not on tmpfs), removed after.
-class ScratchDir {
- public:
-  ScratchDir() {
-    path_ = fs::path("/var/tmp") / ("zoff_tiered_test_" + std::to_string(::getpid()));
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() { fs::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+// Tier files go on the real disk (O_DIRECT works there).
+using ScratchDir = offload::testing::TempDir;
 
 optim::OptimizerOptions options_for(const std::string& type) {
   optim::OptimizerOptions o;
@@ -115,11 +101,11 @@ TEST_P(TieredOptimizerTest, NvmeStepIsBitwiseTheInMemoryStepForEveryPipelineDept
   const auto o = options_for(GetParam());
   const Outcome want = in_memory(o);
   ScratchDir dir;
-  auto tier = offload::make_nvme_tier(dir.str(), "test", offload::AioOptions{});
+  auto tier = offload::make_nvme_tier(dir.path(), "test", offload::AioOptions{});
   const int64_t per_group = GetParam() == "adamw" || GetParam() == "adam" ? 3 : 2;
   for (int64_t slots : {1, 2, 3, 4}) {
     SCOPED_TRACE("slots = " + std::to_string(slots));
-    auto t = offload::make_nvme_tier(dir.str(), "test_s" + std::to_string(slots), {});
+    auto t = offload::make_nvme_tier(dir.path(), "test_s" + std::to_string(slots), {});
     expect_same(want, tiered(*t, o, slots * per_group));
   }
   expect_same(want, tiered(*tier, o, 0));  // the automatic buffer count
@@ -140,14 +126,14 @@ TEST(TieredOptimizer, ThreadPoolBackendGivesTheSameStep) {
   offload::AioOptions aio;
   aio.backend = offload::IoBackend::kThreads;
   aio.thread_count = 2;
-  auto tier = offload::make_nvme_tier(dir.str(), "threads", aio);
+  auto tier = offload::make_nvme_tier(dir.path(), "threads", aio);
   expect_same(in_memory(o), tiered(*tier, o, 0));
 }
 
 TEST(TieredOptimizer, RangesOfAnyOffsetAndSizeRoundTrip) {
   auto tier = offload::make_host_tier(false);
   ScratchDir dir;
-  auto nvme = offload::make_nvme_tier(dir.str(), "ranges", {});
+  auto nvme = offload::make_nvme_tier(dir.path(), "ranges", {});
   for (offload::Tier* t : {tier.get(), nvme.get()}) {
     TieredOptimizer opt(*t, options_for("adamw"), 1, kNumel, {kSubGroup, 0});
     auto values = randn(kNumel, 7);
@@ -187,7 +173,7 @@ TEST(TieredOptimizer, MasterOfTheWrongSizeIsRefused) {
 TEST(TieredOptimizer, AnIoErrorMidStepNamesTheFileAndDoesNotCountTheStep) {
   const auto o = options_for("adamw");
   ScratchDir dir;
-  auto tier = offload::make_nvme_tier(dir.str(), "fault", {});
+  auto tier = offload::make_nvme_tier(dir.path(), "fault", {});
   TieredOptimizer opt(*tier, o, 1, kNumel, {kSubGroup, 0});
   auto values = randn(kNumel, 1);
   opt.append_master(0, values.data(), kNumel);
