@@ -193,6 +193,57 @@ INSTANTIATE_TEST_SUITE_P(StagesWorldsPrecisions, UserModelNvmeOffload,
                          ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(1, 3),
                                             ::testing::Bool()));
 
+// A tier file deleted or truncated between steps (another process, a cleanup script):
+// the next step fails with one error naming the file, before any byte moves, and so does
+// every step after it (the run never goes on from data it cannot trust).
+class UserModelNvmeFileFault : public ::testing::TestWithParam<bool> {};
+
+TEST_P(UserModelNvmeFileFault, NextStepFailsNamingTheFile) {
+  const bool truncate = GetParam();
+  const std::string dir = "/var/tmp/zoff_user_model_fault_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  auto cfg = user_config(2, 1);
+  cfg.zero.offload_optimizer.device = "nvme";
+  cfg.zero.offload_optimizer.nvme_path = dir;
+  cfg.zero.sub_group_size = 1024;
+  const std::string victim = dir + "/zoff_rank0.exp_avg.swp";
+  auto model = make_user_model();
+  testing::run_ranks(1, [&](dist::CommPtr comm, int) {
+    ZeroEngine engine(model.ptr(), cfg, comm);
+    auto train_step = [&](int s) {
+      auto [x, y] = batch(s);
+      for (int64_t k = 0; k < cfg.gradient_accumulation_steps; ++k) {
+        const int64_t micro = cfg.train_micro_batch_size_per_gpu;
+        engine.backward(torch::nn::functional::cross_entropy(
+            model(x.narrow(0, k * micro, micro)).to(torch::kFloat32),
+            y.narrow(0, k * micro, micro)));
+      }
+      engine.step();
+    };
+    train_step(0);
+    ASSERT_TRUE(std::filesystem::exists(victim));
+    if (truncate) {
+      std::filesystem::resize_file(victim, 0);  // the user model's file is one 4 KiB block
+    } else {
+      std::filesystem::remove(victim);
+    }
+    for (int attempt = 1; attempt <= 2; ++attempt) {
+      try {
+        train_step(attempt);
+        ADD_FAILURE() << "a step ran on a " << (truncate ? "truncated" : "deleted") << " file";
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(victim), std::string::npos) << what;
+        EXPECT_NE(what.find(truncate ? "truncated" : "deleted"), std::string::npos) << what;
+        EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
+      }
+    }
+  });
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(DeletedOrTruncated, UserModelNvmeFileFault, ::testing::Bool());
+
 TEST(UserModel, TiedWeightIsOneParameterAndFrozenOnesAreNotTrained) {
   auto model = make_user_model();
   const auto frozen_before = model->emb->weight.clone();
