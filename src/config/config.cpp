@@ -324,6 +324,14 @@ void parse_offload_optimizer(Section& z, ZeroConfig& zc, std::vector<std::string
   }
   read_checked(off->boolean("overlap_step"), &oc.overlap_step, *off, "overlap_step", any, "");
   read_checked(
+      off->string("gradients"), &oc.gradients, *off, "gradients",
+      [](const std::string& g) { return g == "auto" || g == "cpu" || g == "nvme"; },
+      "must be \"auto\", \"cpu\" or \"nvme\"");
+  if (oc.gradients == "nvme" && oc.device != "nvme") {
+    fail(off->path_of("gradients"), json(oc.gradients),
+         "needs zero_optimization.offload_optimizer.device = \"nvme\"");
+  }
+  read_checked(
       off->integer("buffer_count"), &oc.buffer_count, *off, "buffer_count",
       [](int64_t v) { return v >= 0 && v <= 1024; }, "must be in [0, 1024] (0 = automatic)");
   if (oc.device == "nvme" && oc.nvme_path.empty()) {

@@ -52,6 +52,7 @@ GradReducer::GradReducer(const partition::ModelLayout& layout, std::vector<torch
 void GradReducer::allocate_grad_buffers() {
   const auto device = params_.front().device();
   if (options_.mode == GradMode::kReduceScatterEveryMicroBatch) {
+    if (options_.shard_sink) return;  // the shard lives where the sink puts it
     auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(options_.shard_device);
     // Page-locked host memory lets device-to-host copies run asynchronously.
     if (options_.pin_memory && options_.shard_device.is_cpu() && !device.is_cpu()) {
@@ -255,12 +256,13 @@ void GradReducer::drain_one() {
   pending->work->wait();
   const auto& bucket = buckets_[pending->bucket];
   if (pending->recv.defined() && bucket.shard_size > 0) {
-    auto dest = reduced_.narrow(0, bucket.shard_offset, bucket.shard_size);
     auto piece = pending->recv.to(options_.shard_device, /*non_blocking=*/true);
-    if (options_.mode == GradMode::kReduceScatterAtBoundary) {
-      dest.copy_(piece);
-    } else {
-      dest.add_(piece);  // stages 2, 3 accumulate micro-batches in the fp32 shard
+    if (options_.shard_sink) {
+      options_.shard_sink(bucket.shard_offset, piece, fresh_);
+    } else if (options_.mode == GradMode::kReduceScatterAtBoundary) {
+      reduced_.narrow(0, bucket.shard_offset, bucket.shard_size).copy_(piece);
+    } else {  // stages 2, 3 accumulate micro-batches in the fp32 shard
+      reduced_.narrow(0, bucket.shard_offset, bucket.shard_size).add_(piece);
     }
   }
   if (pending->staging.defined()) free_staging_.push_back(pending->staging);
@@ -284,6 +286,7 @@ void GradReducer::end_backward() {
     active_ = false;
   }
   while (!in_flight_.empty()) drain_one();
+  fresh_ = false;  // every bucket's range was written: later micro-batches add
 }
 
 void GradReducer::abort_backward() {
@@ -307,6 +310,7 @@ void GradReducer::abort_backward() {
 torch::Tensor GradReducer::reduced_grads() { return reduced_; }
 
 void GradReducer::zero_grads() {
+  fresh_ = true;
   if (full_grads_) full_grads_->flat().zero_();
   if (reduced_owned_) reduced_.zero_();
 }

@@ -1,6 +1,8 @@
 // TieredOptimizer: master and optimizer states in tier regions, stepped in pipelined sub-groups.
 #include "zoff/engine/tiered_optimizer.h"
 
+#include <torch/torch.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -13,6 +15,7 @@ namespace zoff::engine {
 struct TieredOptimizer::Slot {
   std::vector<offload::HostBuffer> buffers;  // [0] master, [1 + i] state i
   offload::HostBuffer out;                   // the compute-dtype copy, with an output region
+  offload::HostBuffer grads;                 // the sub-group's gradients, grads_in_tier only
   std::vector<offload::IoRequest> pending;
   size_t group = static_cast<size_t>(-1);
   void wait() {
@@ -57,12 +60,19 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
     regions_.push_back(tier_.allocate(spec.name, numel_ * sizeof(float)));
   }
   const size_t bytes = static_cast<size_t>(group_) * sizeof(float);
+  const bool grads = sub_groups.grads_in_tier;
+  if (grads) {
+    grads_region_ = tier_.allocate("grads", numel_ * sizeof(float));
+    // A window is one sub-group's span widened to whole blocks at both ends.
+    grads_window_ = offload::HostBuffer(bytes + 2 * tier_.alignment(), tier_.alignment());
+  }
   ZOFF_CHECK_ARG(count / static_cast<int64_t>(per_group) <= 64,
                  "zero_optimization.offload_optimizer.buffer_count = ", count,
                  ": at most 64 sub-groups' worth (", 64 * per_group, ")");
   for (int64_t s = 0; s < count / static_cast<int64_t>(per_group); ++s) {
     auto slot = std::make_unique<Slot>();
     for (size_t b = 0; b < per_group; ++b) slot->buffers.emplace_back(bytes, tier_.alignment());
+    if (grads) slot->grads = offload::HostBuffer(bytes, tier_.alignment());
     slots_.push_back(std::move(slot));
   }
   fill_states();
@@ -140,6 +150,9 @@ void TieredOptimizer::issue_read(size_t g, Slot& slot) {
   for (size_t r = 0; r < regions_.size(); ++r) {
     slot.pending.push_back(regions_[r]->read(offset, slot.buffers[r].data(), bytes));
   }
+  if (grads_region_) {
+    slot.pending.push_back(grads_region_->read(offset, slot.grads.data(), bytes));
+  }
 }
 
 void TieredOptimizer::update(size_t g, Slot& slot) {
@@ -151,7 +164,15 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
   const bool copy = job_.copy_out != optim::CopyOut::kNone;
   uint16_t* out16 = nullptr;
   if (copy) out16 = out_region_ != nullptr ? slot.out.as<uint16_t>() : job_.out16 + begin;
-  optimizer_.step_span(master, job_.grads + begin, states.data(), n, job_.copy_out, out16);
+  const float* grads = job_.grads + begin;
+  if (grads_region_) {
+    grads = slot.grads.as<float>();
+    if (grad_scale_ != 1.0) {  // clipping: the tensor multiply the in-memory path does
+      torch::from_blob(slot.grads.data(), {static_cast<int64_t>(n)}, torch::kFloat32)
+          .mul_(grad_scale_);
+    }
+  }
+  optimizer_.step_span(master, grads, states.data(), n, job_.copy_out, out16);
   if (out_region_ != nullptr && !copy) std::memcpy(slot.out.data(), master, n * sizeof(float));
   if (out_region_ == nullptr && job_.out32 != nullptr) {
     std::memcpy(job_.out32 + begin, master, n * sizeof(float));
@@ -203,7 +224,7 @@ void TieredOptimizer::step(const float* grads, double lr, optim::CopyOut copy_ou
 void TieredOptimizer::begin_step(const float* grads, double lr, optim::CopyOut copy_out,
                                  uint16_t* out16, float* out32) {
   ZOFF_CHECK(!job_.active, "tiered optimizer: begin_step during a step");
-  ZOFF_CHECK(grads != nullptr || numel_ == 0, "tiered optimizer: no gradients");
+  ZOFF_CHECK(grads != nullptr || numel_ == 0 || grads_region_, "tiered optimizer: no gradients");
   check_regions();
   optimizer_.begin_step(lr);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -250,6 +271,7 @@ void TieredOptimizer::abandon_step() {
   }
   const bool done = close_and_wait();
   optimizer_.abort_step();
+  grad_scale_ = 1.0;
   ZOFF_CHECK(done, "tiered optimizer: an abandoned step did not stop within ", timeout_.count(),
              " ms");
 }
@@ -261,11 +283,52 @@ void TieredOptimizer::finish_step() {
     throw Error("tiered optimizer: the step did not finish within " +
                 std::to_string(timeout_.count()) + " ms (a wedged disk?)");
   }
+  grad_scale_ = 1.0;
   if (error_) {
     optimizer_.abort_step();
     std::rethrow_exception(error_);
   }
   optimizer_.end_step();
+}
+
+void TieredOptimizer::set_grad_scale(double coef) {
+  ZOFF_CHECK(grads_region_ && !job_.active,
+             "tiered optimizer: set_grad_scale needs grads_in_tier, between steps");
+  grad_scale_ = coef;
+}
+
+// Window by window (at most one sub-group each, widened to whole blocks): read what is
+// there unless the window is all new values, add or copy the piece in, divide, write back.
+double TieredOptimizer::accumulate_grads(size_t offset, const float* piece, size_t n, bool first,
+                                         int divide_by) {
+  ZOFF_CHECK(grads_region_, "tiered optimizer: accumulate_grads without grads_in_tier");
+  ZOFF_CHECK(offset + n <= numel_, "tiered optimizer: gradient range [", offset, ", ", offset + n,
+             ") is outside ", numel_, " elements");
+  const size_t block = tier_.alignment() / sizeof(float);  // elements per aligned block
+  auto* window = grads_window_.as<float>();
+  double squares = 0;
+  for (size_t done = 0; done < n;) {
+    const size_t at = offset + done;
+    const size_t k = std::min(n - done, static_cast<size_t>(group_));
+    const size_t lo = at / block * block;
+    const size_t hi = std::min(numel_, (at + k + block - 1) / block * block);
+    const uint64_t bytes_at = lo * sizeof(float);
+    const size_t bytes = (hi - lo) * sizeof(float);
+    if (!(first && lo == at && hi == at + k)) grads_region_->read(bytes_at, window, bytes).wait();
+    auto dest = torch::from_blob(window + (at - lo), {static_cast<int64_t>(k)}, torch::kFloat32);
+    const auto src = torch::from_blob(const_cast<float*>(piece + done), {static_cast<int64_t>(k)},
+                                      torch::kFloat32);
+    if (first) {
+      dest.copy_(src);
+    } else {
+      dest.add_(src);
+    }
+    if (divide_by > 1) dest.div_(static_cast<double>(divide_by));
+    squares += dest.square().sum().to(torch::kFloat64).item<double>();
+    grads_region_->write(bytes_at, window, bytes).wait();
+    done += k;
+  }
+  return squares;
 }
 
 // Queues the sub-groups not submitted yet, closes the step and waits for the worker to
@@ -387,15 +450,19 @@ size_t TieredOptimizer::host_bytes() const {
   size_t bytes = 0;
   for (const auto& slot : slots_) {
     for (const auto& b : slot->buffers) bytes += b.capacity();
-    bytes += slot->out.capacity();
+    bytes += slot->out.capacity() + slot->grads.capacity();
   }
-  return bytes;
+  return bytes + grads_window_.capacity();
 }
 
 size_t TieredOptimizer::disk_bytes() const {
   size_t bytes = 0;
   for (const auto& r : regions_) bytes += r->bytes();
   return bytes;
+}
+
+size_t TieredOptimizer::grad_disk_bytes() const {
+  return grads_region_ ? grads_region_->bytes() : 0;
 }
 
 size_t TieredOptimizer::state_disk_bytes() const {

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iostream>
 
 #include "zoff/config/lr_schedule.h"
 #include "zoff/core/error.h"
@@ -176,9 +178,65 @@ void ZeroEngine::setup_nvme() {
   SubGroupOptions sub_groups;
   sub_groups.sub_group_elems = config_.zero.sub_group_size;
   sub_groups.buffer_count = offload.buffer_count;
+  grads_in_tier_ = choose_grads_in_tier();
+  sub_groups.grads_in_tier = grads_in_tier_;
   tiered_ =
       std::make_unique<TieredOptimizer>(*nvme_, config_.optimizer, options_.optimizer_threads,
                                         static_cast<size_t>(layout_->shard_size()), sub_groups);
+}
+
+namespace {
+
+// Host memory the kernel could still give us (MemAvailable), in bytes; 0 when unknown.
+size_t available_host_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// offload_optimizer.gradients: "nvme" is checked, "auto" picks nvme when this rank's fp32
+// gradient shard would take more than half of the memory available now (the rest is for
+// the parameters, activations and the step's buffers).
+bool ZeroEngine::choose_grads_in_tier() const {
+  const std::string& where = config_.zero.offload_optimizer.gradients;
+  if (where == "cpu") return false;
+  if (where == "nvme") {
+    ZOFF_CHECK_ARG(stage_ >= 2,
+                   "zero_optimization.offload_optimizer.gradients = nvme needs stage 2 or 3 "
+                   "(stage 1 keeps the whole fp32 gradient in memory)");
+    ZOFF_CHECK_ARG(!config_.fp16.enabled,
+                   "zero_optimization.offload_optimizer.gradients = nvme does not work with "
+                   "fp16 (its overflow check reads every gradient before the step): use bf16");
+    return true;
+  }
+  ZOFF_CHECK_ARG(where == "auto", "zero_optimization.offload_optimizer.gradients = ", where,
+                 ": must be auto, cpu or nvme");
+  if (stage_ < 2 || config_.fp16.enabled) return false;
+  const size_t shard_bytes = static_cast<size_t>(layout_->shard_size()) * sizeof(float);
+  const size_t available = available_host_bytes();
+  if (available == 0 || shard_bytes <= available / 2) return false;
+  std::cerr << "zoff: rank " << comm_->rank() << ": the fp32 gradient shard (" << shard_bytes
+            << " bytes) exceeds half of the available memory (" << available
+            << " bytes): it accumulates in the nvme tier (offload_optimizer.gradients = auto)\n";
+  return true;
+}
+
+// A reduced bucket's shard range, into the gradient region: the last micro-batch also
+// averages over ranks there (as step() would in memory) and adds to this rank's squares.
+void ZeroEngine::on_grad_piece(int64_t offset, const torch::Tensor& piece, bool first) {
+  const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
+  const int divide_by = boundary ? comm_->size() : 1;
+  const double squares =
+      tiered_->accumulate_grads(static_cast<size_t>(offset), piece.data_ptr<float>(),
+                                static_cast<size_t>(piece.numel()), first, divide_by);
+  if (boundary) grad_squares_ += squares;
 }
 
 // Stage 3: this rank's unit pieces, in the shard space in memory or, with offload_param
@@ -277,6 +335,11 @@ void ZeroEngine::setup_reducer() {
     UnitGatherer* g = gatherer_.get();
     ro.on_unit_done = [g](size_t u) { g->unit_backward_done(u); };
   }
+  if (grads_in_tier_) {
+    ro.shard_sink = [this](int64_t offset, const torch::Tensor& piece, bool first) {
+      on_grad_piece(offset, piece, first);
+    };
+  }
   if (can_overlap_step()) {
     ro.on_shard_final = [this](int64_t offset, int64_t size) { on_shard_final(offset, size); };
   }
@@ -353,14 +416,21 @@ bool ZeroEngine::skip_overflowed_step(const torch::Tensor& grads, StepStats* sta
 
 void ZeroEngine::clip_and_measure(const torch::Tensor& grads, StepStats* stats) {
   // Global gradient norm: the shards are disjoint, so the squares add up across ranks.
-  auto sq = grads.square().sum(0, /*keepdim=*/true).to(torch::kFloat64);
+  // Gradients in the tier: summed bucket by bucket as they were written (the same value
+  // up to float rounding of the sum's order).
+  auto sq = grads_in_tier_ ? torch::tensor({grad_squares_}, torch::kFloat64)
+                           : grads.square().sum(0, /*keepdim=*/true).to(torch::kFloat64);
   if (stage_ > 0 && comm_->size() > 1) comm_->all_reduce_sum(sq)->wait();
   stats->grad_norm = std::sqrt(sq.item<double>());
   if (config_.gradient_clipping > 0.0) {
     // Same rule as torch::nn::utils::clip_grad_norm_.
     const double coef = config_.gradient_clipping / (stats->grad_norm + 1e-6);
     if (coef < 1.0) {
-      grads.mul_(coef);
+      if (grads_in_tier_) {
+        tiered_->set_grad_scale(coef);  // applied as each sub-group's gradients are read
+      } else {
+        grads.mul_(coef);
+      }
       stats->clipped = true;
     }
   }
@@ -379,8 +449,9 @@ StepStats ZeroEngine::step() {
   auto grads = reducer_->reduced_grads();
   if (scaler_) {
     if (skip_overflowed_step(grads, &stats)) return stats;
-  } else if (comm_->size() > 1 && !overlapping_) {
-    grads.div_(static_cast<double>(comm_->size()));  // overlapped: done range by range
+  } else if (comm_->size() > 1 && !overlapping_ && !grads_in_tier_) {
+    // Overlapped: done range by range; gradients in the tier: done as they were written.
+    grads.div_(static_cast<double>(comm_->size()));
   }
   clip_and_measure(grads, &stats);
   stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
@@ -398,6 +469,7 @@ StepStats ZeroEngine::step() {
 }
 
 void ZeroEngine::finish_step() {
+  grad_squares_ = 0;
   replicated_->broadcast_buffers();
   reducer_->zero_grads();
   micro_ = 0;
@@ -434,7 +506,7 @@ void ZeroEngine::update_master(const torch::Tensor& grads, double lr, const torc
     }
     float* out32 = nullptr;
     tiered_outputs(&copy_out, &out, &out32);
-    tiered_->step(grads.data_ptr<float>(), lr, copy_out, out, out32);
+    tiered_->step(grads.defined() ? grads.data_ptr<float>() : nullptr, lr, copy_out, out, out32);
     return;
   }
   optimizer_->step(master_.data_ptr<float>(), grads.data_ptr<float>(), lr, copy_out, out);
@@ -460,7 +532,9 @@ void ZeroEngine::begin_overlapped_step() {
   float* out32 = nullptr;
   tiered_outputs(&copy_out, &out16, &out32);
   const double lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
-  tiered_->begin_step(reducer_->reduced_grads().data_ptr<float>(), lr, copy_out, out16, out32);
+  const auto grads = reducer_->reduced_grads();  // undefined: the gradients are in the tier
+  tiered_->begin_step(grads.defined() ? grads.data_ptr<float>() : nullptr, lr, copy_out, out16,
+                      out32);
   overlapping_ = true;
 }
 
@@ -482,7 +556,7 @@ void ZeroEngine::tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, floa
 void ZeroEngine::on_shard_final(int64_t offset, int64_t size) {
   if (!overlapping_ || size == 0) return;
   torch::NoGradGuard no_grad;
-  if (comm_->size() > 1) {
+  if (comm_->size() > 1 && !grads_in_tier_) {  // in the tier: divided as it was written
     reducer_->reduced_grads().narrow(0, offset, size).div_(static_cast<double>(comm_->size()));
   }
   tiered_->grads_final(static_cast<size_t>(offset), static_cast<size_t>(size));
@@ -563,8 +637,8 @@ MemoryStats ZeroEngine::memory() const {
     m.compute.params = gatherer_->pieces().resident_bytes() + gatherer_->whole_bytes();
     if (param_region_) m.nvme.params = param_region_->bytes();
     m.live_unit_bytes = gatherer_->whole_bytes();
-    m.peak_live_bytes = static_cast<size_t>(gatherer_->peak_live_elems()) *
-                        c10::elementSize(compute_dtype_);
+    m.peak_live_bytes =
+        static_cast<size_t>(gatherer_->peak_live_elems()) * c10::elementSize(compute_dtype_);
   }
   m.compute.params += replicated_->frozen_bytes();
   m.compute.grads = reducer_->full_grad_bytes();
@@ -574,6 +648,7 @@ MemoryStats ZeroEngine::memory() const {
   if (tiered_) {
     m.nvme.master = tiered_->disk_bytes() - tiered_->state_disk_bytes();
     m.nvme.optim = tiered_->state_disk_bytes();
+    m.nvme.grads = tiered_->grad_disk_bytes();
     tier.buffers += tiered_->host_bytes();  // the sub-group staging, in host memory
   } else {
     const bool master_counted = master_is_params_;  // counted as the parameters

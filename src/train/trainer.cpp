@@ -192,8 +192,9 @@ std::string memory_table(const engine::MemoryStats& m) {
 void print_nvme_tier(const engine::ZeroEngine& engine) {
   const auto* t = engine.tiered();
   if (t == nullptr) return;
-  std::printf("nvme tier: %s; sub-groups of %lld elements, %d buffer set(s)\n",
-              engine.nvme_io().c_str(), static_cast<long long>(t->sub_group_elems()), t->slots());
+  std::printf("nvme tier: %s; sub-groups of %lld elements, %d buffer set(s); gradient shard %s\n",
+              engine.nvme_io().c_str(), static_cast<long long>(t->sub_group_elems()), t->slots(),
+              t->grads_in_tier() ? "on disk" : "in memory");
 }
 
 // Writes the module's parameters with torch::save (LibTorch's own archive format), to a

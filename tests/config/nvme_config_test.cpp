@@ -14,6 +14,7 @@ TEST(NvmeConfig, Defaults) {
   const Config c = parse_config(R"({"train_batch_size": 4})", 1);
   EXPECT_EQ(c.zero.sub_group_size, 10000000);
   EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 0);
+  EXPECT_EQ(c.zero.offload_optimizer.gradients, "auto");
   EXPECT_EQ(c.aio.block_size, 1048576);
   EXPECT_EQ(c.aio.queue_depth, 8);
   EXPECT_EQ(c.aio.thread_count, 1);
@@ -25,7 +26,8 @@ TEST(NvmeConfig, Defaults) {
 TEST(NvmeConfig, EachKeyIsParsedWithoutWarnings) {
   const Config c = parse_config(R"({"train_batch_size": 4,
       "zero_optimization": {"stage": 3, "sub_group_size": 1e6,
-        "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme", "buffer_count": 6},
+        "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme", "buffer_count": 6,
+                              "gradients": "nvme"},
         "offload_param": {"device": "nvme", "nvme_path": "/nvme2"}},
       "aio": {"block_size": 262144, "queue_depth": 32, "thread_count": 2,
               "single_submit": true, "overlap_events": false, "backend": "threads"}})",
@@ -34,6 +36,7 @@ TEST(NvmeConfig, EachKeyIsParsedWithoutWarnings) {
   EXPECT_EQ(c.zero.offload_optimizer.device, "nvme");
   EXPECT_EQ(c.zero.offload_optimizer.nvme_path, "/nvme");
   EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 6);
+  EXPECT_EQ(c.zero.offload_optimizer.gradients, "nvme");
   EXPECT_EQ(c.zero.offload_param.device, "nvme");
   EXPECT_EQ(c.zero.offload_param.nvme_path, "/nvme2");
   EXPECT_EQ(c.aio.block_size, 262144);
@@ -76,6 +79,14 @@ const BadCase kBadCases[] = {
     {"buffer_count_negative", R"({"train_batch_size": 4, "zero_optimization": {"stage": 2,
         "offload_optimizer": {"device": "nvme", "nvme_path": "/n", "buffer_count": -1}}})",
      "zero_optimization.offload_optimizer.buffer_count = -1: must be in [0, 1024]"},
+    {"gradients_unknown", R"({"train_batch_size": 4, "zero_optimization": {"stage": 2,
+        "offload_optimizer": {"device": "nvme", "nvme_path": "/n", "gradients": "disk"}}})",
+     "zero_optimization.offload_optimizer.gradients = \"disk\": must be \"auto\", \"cpu\" or "
+     "\"nvme\""},
+    {"gradients_nvme_cpu_offload", R"({"train_batch_size": 4, "zero_optimization": {"stage": 2,
+        "offload_optimizer": {"device": "cpu", "gradients": "nvme"}}})",
+     "zero_optimization.offload_optimizer.gradients = \"nvme\": needs "
+     "zero_optimization.offload_optimizer.device = \"nvme\""},
     {"nvme_stage0", R"({"train_batch_size": 4, "zero_optimization": {
         "offload_optimizer": {"device": "nvme", "nvme_path": "/n"}}})",
      "zero_optimization.offload_optimizer.device = \"nvme\": needs zero_optimization.stage >= 1"},

@@ -1,7 +1,9 @@
 // Mixed precision (bf16, fp16 with loss scaling) and optimizer offload in the ZeroEngine.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <limits>
 
 #include "engine_test_support.h"
@@ -230,6 +232,59 @@ TEST(Offload, NvmeWithoutAUsableDirectoryIsRefusedNamingIt) {
           << e.what();
     }
   });
+}
+
+// Gradients in the tier with clipping on: the norm is summed bucket by bucket as the
+// gradients are written (another order than the in-memory sum), the clip factor applied
+// as each sub-group is read. Same steps as in memory up to that rounding.
+TEST(Offload, NvmeGradientsWithClippingTrackTheInMemoryRun) {
+  constexpr double kNormRelTol = 1e-5;  // float sums of the same squares in another order
+  const std::string dir = "/var/tmp/zoff_grads_clip_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  for (int world : {1, 3}) {
+    auto cfg = base_config(2, world, kGlobal, 2);
+    cfg.gradient_clipping = 0.05;  // below the tiny MLP's norms: every step clips
+    cfg.zero.offload_optimizer.device = "nvme";
+    cfg.zero.offload_optimizer.nvme_path = dir;
+    cfg.zero.sub_group_size = 2048;
+    cfg.zero.offload_optimizer.gradients = "cpu";
+    const auto want = train(cfg, world, 6);
+    cfg.zero.offload_optimizer.gradients = "nvme";
+    const auto got = train(cfg, world, 6);
+    for (size_t s = 0; s < want.stats.size(); ++s) {
+      EXPECT_TRUE(want.stats[s].clipped) << "step " << s;
+      EXPECT_EQ(got.stats[s].clipped, want.stats[s].clipped) << "step " << s;
+      EXPECT_NEAR(got.stats[s].grad_norm, want.stats[s].grad_norm,
+                  kNormRelTol * want.stats[s].grad_norm)
+          << "world " << world << " step " << s;
+      EXPECT_NEAR(got.losses[s], want.losses[s], kNormRelTol * want.losses[s]) << s;
+    }
+    EXPECT_LT(testing::rel_diff(got.params, want.params), kNormRelTol) << "world " << world;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Offload, NvmeGradientsWhereTheyCannotWorkAreRefusedNamingTheKey) {
+  auto cfg = base_config(1, 1, kGlobal, 1);
+  cfg.zero.offload_optimizer.device = "nvme";
+  cfg.zero.offload_optimizer.nvme_path = "/var/tmp";
+  cfg.zero.offload_optimizer.gradients = "nvme";
+  auto fp16 = base_config(2, 1, kGlobal, 1);
+  fp16.fp16.enabled = true;
+  fp16.zero.offload_optimizer = cfg.zero.offload_optimizer;
+  for (const auto& bad : {cfg, fp16}) {
+    testing::run_ranks(1, [&](dist::CommPtr comm, int) {
+      auto model = make_model(5);
+      try {
+        ZeroEngine engine(model.ptr(), bad, comm);
+        ADD_FAILURE() << "stage " << bad.zero.stage << " fp16 " << bad.fp16.enabled << " accepted";
+      } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("offload_optimizer.gradients = nvme"),
+                  std::string::npos)
+            << e.what();
+      }
+    });
+  }
 }
 
 TEST(Offload, NvmeWithTheTorchOptimizerBackendIsRefused) {

@@ -174,6 +174,15 @@ TEST_P(UserModelNvmeOffload, IsBitwiseTheCpuOffloadRun) {
     variants.back().zero.offload_param.nvme_path = dir;
     variants.back().zero.offload_param.max_in_cpu = 50;  // read ahead a unit or two
   }
+  if (stage >= 2) {
+    // The gradient shard in the tier too: micro-batches added into the file, the mean
+    // over ranks taken there; with the step overlapped and after backward.
+    for (bool overlap : {true, false}) {
+      variants.push_back(variants.back());
+      variants.back().zero.offload_optimizer.gradients = "nvme";
+      variants.back().zero.offload_optimizer.overlap_step = overlap;
+    }
+  }
   for (size_t v = 0; v < variants.size(); ++v) {
     const auto got = run_engine(variants[v], world);
     for (int r = 0; r < world; ++r) {

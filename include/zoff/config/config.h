@@ -40,6 +40,13 @@ struct OffloadConfig {
   // gradient_clipping = 0 and no fp16 (the global norm or the overflow check would be
   // needed before any update); otherwise the step waits for backward to end.
   bool overlap_step = true;
+  // nvme only (zoff): where the fp32 gradient shard accumulates. "cpu": in host memory
+  // (4 bytes per shard element); "nvme": in a file of the tier, each reduced bucket added
+  // into it (read, add, write) and each sub-group's gradients read back with its master
+  // and states at the step, for shards larger than RAM; "auto" (default): "nvme" when the
+  // shard would take more than half of the memory available at start, else "cpu".
+  // "nvme" needs bf16 or fp32 (fp16's overflow check reads every gradient first).
+  std::string gradients = "auto";
 };
 
 // offload_param (stage 3): where each rank's parameter shards live. On a CPU-only machine

@@ -44,6 +44,12 @@ struct GradReducerOptions {
   // while backward goes on, not only at its end: the optimizer step overlaps backward
   // through this.
   std::function<void(int64_t shard_offset, int64_t size)> on_shard_final;
+  // Stages 2, 3: where the fp32 shard accumulates when not in memory (the nvme tier). Each
+  // reduced bucket's shard range goes to the sink instead of being added into an owned
+  // shard tensor: `first` is true for the first micro-batch since zero_grads() (replace,
+  // not add). reduced_grads() is then undefined. Called before on_shard_final, on the
+  // thread that drained the bucket, one call at a time.
+  std::function<void(int64_t shard_offset, const torch::Tensor& piece, bool first)> shard_sink;
 };
 
 class GradReducer {
@@ -65,7 +71,8 @@ class GradReducer {
   void abort_backward();
 
   // The reduced gradient (a sum over ranks, not yet averaged), fp32, 1-D: stage 0 the
-  // whole padded flat buffer, stages 1-3 this rank's shard space.
+  // whole padded flat buffer, stages 1-3 this rank's shard space; undefined with a
+  // shard_sink.
   torch::Tensor reduced_grads();
   // Zeroes the kept gradients after the optimizer step.
   void zero_grads();
@@ -107,6 +114,7 @@ class GradReducer {
   // 2, 3: the owned shard.
   torch::Tensor reduced_;
   bool reduced_owned_ = false;
+  bool fresh_ = true;       // shard_sink: no micro-batch reduced since zero_grads()
   size_t next_launch_ = 0;  // stages 0, 1: buckets before it were launched
   std::vector<torch::Tensor> free_staging_;
   std::vector<std::unique_ptr<Pending>> in_flight_;

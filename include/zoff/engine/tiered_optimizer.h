@@ -25,6 +25,10 @@ struct SubGroupOptions {
   // fp32 host buffers of sub_group_elems each; 0 = 3 x (1 + states). Must hold at least one
   // sub-group (1 + states buffers).
   int64_t buffer_count = 0;
+  // The fp32 gradients live in a region of the tier ("grads") too, filled by
+  // accumulate_grads(); the step reads each sub-group's gradients with its master and
+  // states (one more buffer per sub-group) instead of taking them from host memory.
+  bool grads_in_tier = false;
   // Longest wait of finish_step() for the worker (each I/O wait has the tier's own timeout).
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
@@ -75,6 +79,20 @@ class TieredOptimizer {
   // of whose elements are now final. Ranges of one step must not overlap.
   void grads_final(size_t offset, size_t n);
   void finish_step();
+
+  // grads_in_tier: adds `piece` (n fp32 values, a reduced bucket's shard range) into the
+  // gradient region at element `offset` (read, add, write back, in aligned windows), or
+  // replaces what is there when `first` (the first micro-batch since the last step). When
+  // `divide_by` > 1 the resulting values are divided by it (the mean over ranks, the same
+  // tensor division the in-memory path does). Returns the sum of the squares of the
+  // resulting values (for the gradient norm). Synchronous; calls must not overlap each
+  // other, but may overlap a step whose sub-groups in the range were not submitted yet.
+  double accumulate_grads(size_t offset, const float* piece, size_t n, bool first, int divide_by);
+  // grads_in_tier: the gradients of the next step are multiplied by `coef` as each
+  // sub-group is read (gradient clipping; the same float multiply as in memory). Reset to
+  // 1 by finish_step().
+  void set_grad_scale(double coef);
+  bool grads_in_tier() const { return grads_region_ != nullptr; }
   // Ends a step without submitting more: waits for the sub-groups already submitted, does
   // not count the step. The regions then mix old and new values.
   void abandon_step();
@@ -101,6 +119,7 @@ class TieredOptimizer {
   size_t host_bytes() const;        // the staging buffers
   size_t disk_bytes() const;        // the regions, master included
   size_t state_disk_bytes() const;  // the optimizer states' regions
+  size_t grad_disk_bytes() const;   // the gradient region (grads_in_tier), else 0
 
  private:
   struct Slot;
@@ -132,6 +151,9 @@ class TieredOptimizer {
   size_t numel_;
   int64_t group_;  // elements per sub-group, a multiple of the tier's alignment in floats
   std::vector<std::unique_ptr<offload::TierRegion>> regions_;  // master, then states
+  std::unique_ptr<offload::TierRegion> grads_region_;          // grads_in_tier only
+  offload::HostBuffer grads_window_;  // accumulate_grads' read-add-write window
+  double grad_scale_ = 1.0;
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t appended_ = 0;  // master elements written so far by append_master
 

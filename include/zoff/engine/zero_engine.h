@@ -150,6 +150,8 @@ class ZeroEngine {
   void check_config();
   void setup_buffers();
   void setup_nvme();
+  bool choose_grads_in_tier() const;
+  void on_grad_piece(int64_t offset, const torch::Tensor& piece, bool first);
   std::unique_ptr<UnitPieces> make_unit_pieces();
   offload::AioOptions aio_options() const;
   void tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, float** out32);
@@ -206,6 +208,11 @@ class ZeroEngine {
   // can no longer be trusted (a backward failed with sub-groups already updated).
   bool overlapping_ = false;
   std::string tier_damaged_;
+  // offload_optimizer.gradients resolved to nvme: the fp32 gradient shard accumulates in
+  // a region of nvme_ (no shard tensor in memory); `grad_squares_` sums the squares of its
+  // final values as the last micro-batch writes them (this rank's part of the norm).
+  bool grads_in_tier_ = false;
+  double grad_squares_ = 0;
   std::unique_ptr<LossScaler> scaler_;
   int64_t step_ = 0;     // optimizer steps, including fp16-skipped ones
   int64_t applied_ = 0;  // steps that updated the parameters (drives the lr schedule)
