@@ -16,14 +16,16 @@ ROUNDS="${ROUNDS:-2}"
 PARTS="${PARTS:-bitwise rss time}"
 mkdir -p "$OUT" "$NVME"
 
-# config NAME STAGE OPTIM_DEVICE PARAM_DEVICE BATCH MICRO: writes $OUT/NAME.json
+# config NAME STAGE OPTIM_DEVICE PARAM_DEVICE BATCH MICRO [GRADS]: writes $OUT/NAME.json
 config() {
-  /usr/bin/python3 - "$OUT/$1.json" "$2" "$3" "$4" "$5" "$6" "$NVME" <<'PY'
+  /usr/bin/python3 - "$OUT/$1.json" "$2" "$3" "$4" "$5" "$6" "$NVME" "${7:-cpu}" <<'PY'
 import json, sys
-path, stage, optim, param, batch, micro, nvme = sys.argv[1:]
+path, stage, optim, param, batch, micro, nvme, grads = sys.argv[1:]
 z = {"stage": int(stage), "reduce_bucket_size": 5000000, "overlap_comm": True,
      "sub_group_size": 2000000,
      "offload_optimizer": {"device": optim, "nvme_path": nvme}}
+if optim == "nvme":
+    z["offload_optimizer"]["gradients"] = grads
 if param != "none":
     z["offload_param"] = {"device": param, "nvme_path": nvme}
 json.dump({"train_batch_size": int(batch), "train_micro_batch_size_per_gpu": int(micro),
@@ -66,8 +68,9 @@ if [[ " $PARTS " == *" rss "* || " $PARTS " == *" time "* ]]; then
   config medium_s2_cpu 2 cpu none 1 1
   config medium_s2_nvme 2 nvme none 1 1
   config medium_s3_nvme_params 3 nvme nvme 1 1
+  config medium_s3_nvme_all 3 nvme nvme 1 1 nvme
   for round in $(seq 1 "$ROUNDS"); do
-    for variant in s2_cpu s2_nvme s3_nvme_params; do
+    for variant in s2_cpu s2_nvme s3_nvme_params s3_nvme_all; do
       train "medium_${variant}_r$round" 1 --preset medium --config "$OUT/medium_$variant.json" \
         --steps "$MEDIUM_STEPS"
     done
@@ -98,7 +101,8 @@ if "rss" in parts or "time" in parts:
         r = rows(tag)
         return statistics.median(1.0 / x["samples_per_s"] for x in r[2:])  # batch 1
     for r in range(1, rounds + 1):
-        cpu, nv, s3 = (f"medium_{v}_r{r}" for v in ("s2_cpu", "s2_nvme", "s3_nvme_params"))
+        cpu, nv, s3, s3g = (f"medium_{v}_r{r}"
+                            for v in ("s2_cpu", "s2_nvme", "s3_nvme_params", "s3_nvme_all"))
         print(f"round {r}: gpt medium bf16, 1 rank, batch 1 (psi = {psi:,} params)")
         print(f"  peak RSS GiB: cpu offload {rss_gib(cpu):.3f}, nvme optimizer {rss_gib(nv):.3f},"
               f" stage 3 + nvme params {rss_gib(s3):.3f}")
@@ -107,6 +111,9 @@ if "rss" in parts or "time" in parts:
               f" (goal >= 0.9)")
         print(f"  nvme - (stage 3 + nvme params) = "
               f"{(rss_gib(nv) - rss_gib(s3)) * 2**30 / 1e9:.3f} GB (2 psi = {2 * psi / 1e9:.3f} GB)")
+        print(f"  + gradient shard on disk: peak RSS {rss_gib(s3g):.3f} GiB, "
+              f"{(rss_gib(s3) - rss_gib(s3g)) * 2**30 / 1e9:.3f} GB below (4 psi = "
+              f"{4 * psi / 1e9:.3f} GB), median step {step_s(s3g):.3f} s")
         print(f"  median step s: cpu offload {step_s(cpu):.3f}, nvme + overlap {step_s(nv):.3f}"
               f" = {step_s(nv) / step_s(cpu):.3f}x (goal <= 1.2x), stage 3 + nvme params "
               f"{step_s(s3):.3f}")
