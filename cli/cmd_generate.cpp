@@ -45,7 +45,7 @@ void run_generate(const GenerateArgs& a) {
                  "': zoff generate needs a gpt checkpoint");
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(a.threads > 0 ? a.threads : cores);
-  models::Gpt model(models::gpt_preset(info.preset.empty() ? "tiny" : info.preset));
+  models::Gpt model(models::gpt_preset(info.preset.empty() ? "tiny" : info.preset, info.context));
   checkpoint::load_module_from_checkpoint(*model, info.dir);
   const std::string text =
       models::generate(model, a.prompt, a.tokens, a.temperature, a.top_k, a.seed);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "command.h"
+#include "zoff/models/gpt_config.h"
 #include "zoff/train/task.h"
 #include "zoff/train/trainer.h"
 
@@ -33,7 +34,11 @@ void add_train(CLI::App& root, int& exit_code) {
   auto* cmd = root.add_subcommand("train", "train an example model (mlp, gpt, cnn) with zoff");
   cmd->add_option("--model", opts->model, std::string("model: ") + zoff::train::kTaskModels)
       ->capture_default_str();
-  cmd->add_option("--preset", opts->preset, "model size (gpt: tiny, small, medium, large, xl)");
+  cmd->add_option("--preset", opts->preset,
+                  std::string("model size (gpt: ") + zoff::models::kGptPresetNames + ")");
+  cmd->add_option("--context", opts->context,
+                  "gpt: tokens per training window instead of the preset's context")
+      ->check(whole_number_text<int64_t>(1));
   cmd->add_option("--config", opts->config_path, "DeepSpeed-style JSON config")->required();
   cmd->add_option("--steps", opts->steps, "optimizer steps")
       ->check(whole_number_text<int64_t>(1))

@@ -112,6 +112,7 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
   j["zero_stage"] = cfg.zero.stage;
   j["model"] = run.model;
   j["preset"] = run.preset;
+  if (run.context != 0) j["context"] = run.context;  // absent: the preset's (older files too)
   j["seed"] = run.seed;
   j["optimizer"] = {{"type", cfg.optimizer.type}, {"state_names", state_names}};
   // The data sampler is a pure function of (seed, step): the step is the data position.
@@ -232,6 +233,8 @@ void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
                  "', this job trains '", expected.model, "'");
   ZOFF_CHECK_ARG(info.preset == expected.preset, where, " is of preset '", info.preset,
                  "', this job has '", expected.preset, "'");
+  ZOFF_CHECK_ARG(info.context == expected.context, where, " was trained with --context ",
+                 info.context, ", this job has ", expected.context, " (0 = the preset's)");
   ZOFF_CHECK_ARG(info.seed == expected.seed, where, " was trained with seed ", info.seed,
                  ", this job has seed ", expected.seed, " (the data order would change)");
   const auto& layout = engine.layout();
@@ -474,6 +477,7 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
     info.zero_stage = j.at("zero_stage").get<int>();
     info.model = j.at("model").get<std::string>();
     info.preset = j.at("preset").get<std::string>();
+    info.context = j.value("context", int64_t{0});
     info.seed = j.at("seed").get<uint64_t>();
     info.optimizer_type = j.at("optimizer").at("type").get<std::string>();
     info.state_names = j.at("optimizer").at("state_names").get<std::vector<std::string>>();

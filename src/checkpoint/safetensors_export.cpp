@@ -38,6 +38,7 @@ nlohmann::ordered_json safetensors_header(const CheckpointInfo& info,
                             {"producer", "zoff"},
                             {"model", info.model},
                             {"preset", info.preset},
+                            {"context", std::to_string(info.context)},
                             {"step", std::to_string(info.step)},
                             {"checkpoint", info.dir}};
   uint64_t offset = 0;

@@ -48,10 +48,10 @@ class MlpTask : public Task {
 class GptTask : public Task {
  public:
   GptTask(const std::string& preset, bool activation_checkpointing, int64_t eval_batch,
-          const std::string& data_path)
+          const std::string& data_path, int64_t context)
       : eval_batch_(eval_batch) {
     ZOFF_CHECK_ARG(eval_batch >= 1, "gpt: evaluation batch = ", eval_batch, ": must be >= 1");
-    auto cfg = models::gpt_preset(preset.empty() ? "tiny" : preset);
+    auto cfg = models::gpt_preset(preset.empty() ? "tiny" : preset, context);
     split_ = data::load_fortunes(data_path.empty() ? data::kFortunesDefaultDir : data_path,
                                  cfg.block_size);
     model_ = models::Gpt(cfg);
@@ -138,6 +138,8 @@ class CnnTask : public Task {
 
 std::unique_ptr<Task> make_task(const TaskOptions& options) {
   torch::manual_seed(options.seed);
+  ZOFF_CHECK_ARG(options.context == 0 || options.model == "gpt", "--context ", options.context,
+                 ": model '", options.model, "' has no context (--context is for gpt)");
   if (options.model == "mlp") {
     ZOFF_CHECK_ARG(options.data_path.empty(), "--data ", options.data_path,
                    ": mlp trains on generated data (--data is for gpt and cnn)");
@@ -145,7 +147,7 @@ std::unique_ptr<Task> make_task(const TaskOptions& options) {
   }
   if (options.model == "gpt") {
     return std::make_unique<GptTask>(options.preset, options.activation_checkpointing,
-                                     options.eval_batch, options.data_path);
+                                     options.eval_batch, options.data_path, options.context);
   }
   ZOFF_CHECK_ARG(!options.activation_checkpointing, "activation checkpointing: model '",
                  options.model, "' has no blocks to checkpoint (gpt has)");

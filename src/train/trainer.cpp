@@ -257,7 +257,7 @@ TrainSummary run_training(const TrainOptions& o) {
   auto comm = dist::init_comm(world, std::chrono::seconds(o.comm_timeout_s));
   auto task = make_task({o.model, o.preset, o.seed,
                          o.activation_checkpointing || cfg.activation_checkpointing,
-                         cfg.train_micro_batch_size_per_gpu, o.data_path});
+                         cfg.train_micro_batch_size_per_gpu, o.data_path, o.context});
   data::DistributedSampler sampler(task->train_set().size(), cfg.train_batch_size, o.seed);
 
   std::unique_ptr<Stepper> stepper;
@@ -296,6 +296,7 @@ TrainSummary run_training(const TrainOptions& o) {
   checkpoint::CheckpointInfo run_info;
   run_info.model = o.model;
   run_info.preset = o.preset;
+  run_info.context = o.context;
   run_info.seed = o.seed;
   run_info.config_text = read_text_file(o.config_path);
   ZOFF_CHECK_ARG(o.save_every >= 0, "--save-every ", o.save_every, ": must be >= 0");

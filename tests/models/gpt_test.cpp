@@ -53,9 +53,24 @@ TEST(Gpt, PresetParamCounts) {
   EXPECT_EQ(gpt_param_count(gpt_preset("medium")), 116'893'952);
   EXPECT_EQ(gpt_param_count(gpt_preset("large")), 354'007'040);
   EXPECT_EQ(gpt_param_count(gpt_preset("xl")), 1'311'940'608);
-  for (const char* name : {"tiny", "small", "medium", "large", "xl"}) {
+  EXPECT_EQ(gpt_param_count(gpt_preset("1.3b")), 1'311'940'608);
+  // GPT-3 shapes with a byte vocabulary, e.g. 6.7b: 256 x 4096 + 2048 x 4096
+  // + 32 x (12 x 4096^2 + 13 x 4096) + 2 x 4096.
+  EXPECT_EQ(gpt_param_count(gpt_preset("2.7b")), 2'523'550'720);
+  EXPECT_EQ(gpt_param_count(gpt_preset("6.7b")), 6'453'600'256);
+  EXPECT_EQ(gpt_param_count(gpt_preset("13b")), 12'597'381'120);
+  for (const char* name : {"tiny", "small", "medium", "large", "xl", "2.7b", "6.7b", "13b"}) {
     EXPECT_NO_THROW(validate(gpt_preset(name))) << name;
   }
+}
+
+TEST(Gpt, ContextReplacesThePresetsPositionTable) {
+  EXPECT_EQ(gpt_preset("6.7b", 128).block_size, 128);
+  EXPECT_EQ(gpt_preset("6.7b", 0).block_size, 2048);
+  EXPECT_EQ(gpt_param_count(gpt_preset("6.7b", 128)),
+            gpt_param_count(gpt_preset("6.7b")) - (2048 - 128) * 4096);
+  EXPECT_THROW(gpt_preset("tiny", -1), zoff::UsageError);
+  EXPECT_THROW(gpt_preset("tiny", kMaxGptContext + 1), zoff::UsageError);
 }
 
 TEST(Gpt, UnknownPresetListsValidNames) {

@@ -41,6 +41,7 @@ struct CheckpointInfo {
   // as the expected values (a difference is an error).
   std::string model;        // e.g. "gpt"
   std::string preset;       // e.g. "tiny"; "" = the model's default
+  int64_t context = 0;      // gpt --context; 0 = the preset's
   uint64_t seed = 0;        // weights and data order
   std::string config_text;  // the JSON config as given; stored, not compared
 

@@ -30,14 +30,21 @@ inline void validate(const GptConfig& c) {
                  ": must be in [0, 1)");
 }
 
-inline constexpr const char* kGptPresetNames = "tiny, small, medium, large, xl";
+inline constexpr const char* kGptPresetNames =
+    "tiny, small, medium, large, xl, 1.3b, 2.7b, 6.7b, 13b";
+// Longest context --context accepts (tokens); the position table is context x width.
+inline constexpr int64_t kMaxGptContext = int64_t{1} << 20;
 
 // Named sizes (parameter counts with the tied byte-level head, see gpt_param_count):
 //   tiny   5 layers,  4 heads,  128 wide, context  128:     1,040,768
 //   small  8 layers,  6 heads,  384 wide, context  256:    14,393,088
 //   medium 12 layers, 14 heads, 896 wide, context 1024:   116,893,952
 //   large  28 layers, 16 heads, 1024 wide, context 1024:  354,007,040
-//   xl     26 layers, 32 heads, 2048 wide, context 1024: 1,311,940,608
+//   xl     26 layers, 32 heads, 2048 wide, context 1024: 1,311,940,608  (also "1.3b")
+//   2.7b   32 layers, 32 heads, 2560 wide, context 2048: 2,523,550,720
+//   6.7b   32 layers, 32 heads, 4096 wide, context 2048: 6,453,600,256
+//   13b    40 layers, 40 heads, 5120 wide, context 2048: 12,597,381,120
+// (the GPT-3 paper's shapes; a byte-level vocabulary, so fewer parameters than its names).
 // An unknown name is a zoff::UsageError listing the valid ones.
 inline GptConfig gpt_preset(const std::string& name) {
   auto make = [](int64_t layers, int64_t heads, int64_t width, int64_t context) {
@@ -52,9 +59,22 @@ inline GptConfig gpt_preset(const std::string& name) {
   if (name == "small") return make(8, 6, 384, 256);
   if (name == "medium") return make(12, 14, 896, 1024);
   if (name == "large") return make(28, 16, 1024, 1024);
-  if (name == "xl") return make(26, 32, 2048, 1024);
+  if (name == "xl" || name == "1.3b") return make(26, 32, 2048, 1024);
+  if (name == "2.7b") return make(32, 32, 2560, 2048);
+  if (name == "6.7b") return make(32, 32, 4096, 2048);
+  if (name == "13b") return make(40, 40, 5120, 2048);
   throw UsageError(
       detail::concat("gpt: unknown preset '", name, "' (valid: ", kGptPresetNames, ")"));
+}
+
+// A preset trained at another context (zoff train --context): `context` tokens instead of
+// the preset's (0 keeps it). A context outside [1, kMaxGptContext] is a UsageError.
+inline GptConfig gpt_preset(const std::string& name, int64_t context) {
+  GptConfig c = gpt_preset(name);
+  ZOFF_CHECK_ARG(context >= 0 && context <= kMaxGptContext, "--context ", context,
+                 ": must be in [1, ", kMaxGptContext, "] (0 = the preset's)");
+  if (context > 0) c.block_size = context;
+  return c;
 }
 
 // Exact number of parameters (elements) of Gpt(config), without building it:

@@ -44,6 +44,8 @@ struct TaskOptions {
   // directory of Fashion-MNIST-style IDX files (gzip or not); "" = Debian's fortunes /
   // Fashion-MNIST. mlp trains on generated data and refuses a path.
   std::string data_path = "";
+  // gpt: tokens per training window instead of the preset's context (0 keeps it).
+  int64_t context = 0;
 };
 
 // Builds the task; an unknown model or preset is a UsageError listing the valid names.

@@ -35,6 +35,8 @@ struct TrainOptions {
   // gpt: recompute each block in backward (also on with the config's
   // activation_checkpointing section).
   bool activation_checkpointing = false;
+  // gpt: train at this context (tokens per window) instead of the preset's; 0 keeps it.
+  int64_t context = 0;
 };
 
 struct TrainSummary {
