@@ -15,6 +15,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "reshard.h"
 #include "zoff/checkpoint/atomic_file.h"
 #include "zoff/checkpoint/rank_file.h"
 #include "zoff/checkpoint/step_directory.h"
@@ -202,22 +203,12 @@ std::vector<std::string> engine_state_names(engine::ZeroEngine& engine) {
   return names;
 }
 
-std::string describe_shape(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // Everything in meta.json that must match the engine and the run before loading.
 void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
                       const CheckpointInfo& expected) {
   const std::string where = "checkpoint " + info.dir;
-  const int world = engine.comm()->size();
-  ZOFF_CHECK_ARG(info.world_size == world, where, " was written by ", info.world_size,
-                 " rank(s), this job has ", world, ": resharding is not supported yet");
-  ZOFF_CHECK_ARG(info.zero_stage == engine.config().zero.stage, where,
-                 " was written at ZeRO stage ", info.zero_stage, ", this job's config has stage ",
-                 engine.config().zero.stage);
+  // Another world size or stage is fine: the values are found by parameter name
+  // (reshard.cpp). What must match is the run's identity and the optimizer.
   // The data position is step x train_batch_size: another batch size would resume elsewhere.
   ZOFF_CHECK_ARG(info.train_batch_size == engine.config().train_batch_size, where,
                  " was written with train_batch_size ", info.train_batch_size,
@@ -237,28 +228,8 @@ void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
                  info.context, ", this job has ", expected.context, " (0 = the preset's)");
   ZOFF_CHECK_ARG(info.seed == expected.seed, where, " was trained with seed ", info.seed,
                  ", this job has seed ", expected.seed, " (the data order would change)");
-  const auto& layout = engine.layout();
-  ZOFF_CHECK_ARG(info.padded_numel == layout.padded_numel() &&
-                     info.slots.size() == layout.slots().size() &&
-                     info.regions.size() == layout.regions().size(),
-                 where, " has ", info.slots.size(), " parameters (", info.numel,
-                 " elements), this model has ", layout.slots().size(), " (", layout.numel(), ")");
+  check_same_parameters(info, engine);
   check_replicated_match(info.replicated, engine, where);
-  for (size_t i = 0; i < info.regions.size(); ++i) {
-    const auto& a = info.regions[i];
-    const auto& b = layout.regions()[i];
-    ZOFF_CHECK_ARG(a.offset == b.offset && a.padded_numel == b.padded_numel, where, ": unit ", i,
-                   " spans [", a.offset, ", +", a.padded_numel, "), this model's spans [", b.offset,
-                   ", +", b.padded_numel, ")");
-  }
-  for (size_t i = 0; i < info.slots.size(); ++i) {
-    const auto& a = info.slots[i];
-    const auto& b = layout.slots()[i];
-    ZOFF_CHECK_ARG(
-        a.name == b.name && a.offset == b.offset && a.numel == b.numel && a.shape == b.shape, where,
-        ": parameter ", i, " is ", a.name, " ", describe_shape(a.shape), " at element ", a.offset,
-        ", this model has ", b.name, " ", describe_shape(b.shape), " at element ", b.offset);
-  }
 }
 
 // meta.json's "layout": sizes, unit regions and parameter slots.
@@ -298,9 +269,11 @@ void check_regions(const CheckpointInfo& info, const std::string& path) {
                  ": layout regions cover ", offset, " of ", info.padded_numel, " elements");
 }
 
-// Checks this rank's file completely (length, CRC32, header) and returns its header.
-RankFileHeader verify_rank_file(const CheckpointInfo& info, engine::ZeroEngine& engine) {
-  const int rank = engine.comm()->rank();
+}  // namespace
+
+// Checks rank `rank`'s file completely (length, CRC32, header, sections) and returns its
+// header.
+RankFileHeader verify_rank_file_of(const CheckpointInfo& info, int rank) {
   const auto& entry = info.files.at(static_cast<size_t>(rank));
   const std::string path = join(info.dir, entry.name);
   struct stat st {};
@@ -312,7 +285,6 @@ RankFileHeader verify_rank_file(const CheckpointInfo& info, engine::ZeroEngine& 
   ZOFF_CHECK_ARG(digest.bytes == entry.bytes, path, ": changed while being read");
   ZOFF_CHECK_ARG(digest.crc32 == entry.crc32, path, ": corrupt (CRC32 ", digest.crc32,
                  ", meta.json says ", entry.crc32, ")");
-
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ZOFF_CHECK_ARG(fd >= 0, "cannot read ", path, ": ", std::strerror(errno));
   RankFileHeader h;
@@ -323,14 +295,12 @@ RankFileHeader verify_rank_file(const CheckpointInfo& info, engine::ZeroEngine& 
     throw;
   }
   ::close(fd);
-  const auto shard = engine.shard();
   ZOFF_CHECK_ARG(h.rank == rank && h.world == info.world_size && h.step == info.step &&
-                     h.shard_offset == shard.offset && h.shard_size == shard.size,
+                     h.shard_size == info.shard_size(),
                  path, ": header says rank ", h.rank, " of ", h.world, ", step ", h.step,
-                 ", shard [", h.shard_offset, ", +", h.shard_size, "); expected rank ", rank,
-                 " of ", info.world_size, ", step ", info.step, ", shard [", shard.offset, ", +",
-                 shard.size, ")");
-  const uint64_t shard_bytes = static_cast<uint64_t>(shard.size) * sizeof(float);
+                 ", shard of ", h.shard_size, "; meta.json says rank ", rank, " of ",
+                 info.world_size, ", step ", info.step, ", shard of ", info.shard_size());
+  const uint64_t shard_bytes = static_cast<uint64_t>(h.shard_size) * sizeof(float);
   std::vector<std::string> needed{"master"};
   for (const auto& n : info.state_names) needed.push_back("optim." + n);
   for (const auto& n : needed) {
@@ -342,6 +312,19 @@ RankFileHeader verify_rank_file(const CheckpointInfo& info, engine::ZeroEngine& 
   const auto& rng = h.section("rng_state", path);
   ZOFF_CHECK_ARG(rng.bytes == torch_rng_state().size(), path, ": rng_state has ", rng.bytes,
                  " bytes, this LibTorch's generator state has ", torch_rng_state().size());
+  return h;
+}
+
+namespace {
+
+// This rank's file, written at this job's world size and layout.
+RankFileHeader verify_rank_file(const CheckpointInfo& info, engine::ZeroEngine& engine) {
+  const int rank = engine.comm()->rank();
+  RankFileHeader h = verify_rank_file_of(info, rank);
+  const auto shard = engine.shard();
+  ZOFF_CHECK_ARG(h.shard_offset == shard.offset && h.shard_size == shard.size, "checkpoint ",
+                 info.dir, ": rank ", rank, "'s shard is [", h.shard_offset, ", +", h.shard_size,
+                 "), this job's is [", shard.offset, ", +", shard.size, ")");
   return h;
 }
 
@@ -603,17 +586,29 @@ CheckpointInfo load_checkpoint(engine::ZeroEngine& engine, const std::string& di
   engine.synchronize();  // no step in flight may write the shards after we do
   CheckpointInfo info;
   RankFileHeader header;
+  bool reshard = false;
   std::exception_ptr failure;
   try {
     info = read_checkpoint_info(dir_or_root);
     check_compatible(info, engine, expected);
-    header = verify_rank_file(info, engine);
+    reshard = needs_resharding(info, engine);
+    if (!reshard) header = verify_rank_file(info, engine);
   } catch (...) {
     failure = std::current_exception();
   }
   // Nobody touches the engine unless every rank's checks passed.
   agree_or_throw(comm, failure, "loading checkpoint " + dir_or_root, true);
-  info.rng_state = read_into_engine(info, header, engine);
+  if (reshard) {
+    // The old files this rank needs are verified as they are opened.
+    try {
+      info.rng_state = read_resharded(info, engine);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    agree_or_throw(comm, failure, "loading checkpoint " + dir_or_root, true);
+  } else {
+    info.rng_state = read_into_engine(info, header, engine);
+  }
   set_torch_rng_state(info.rng_state);
   engine.restore_from_shards(info.step, info.applied_steps);
   if (auto* scaler = engine.loss_scaler(); scaler != nullptr && info.loss_scale > 0.0) {

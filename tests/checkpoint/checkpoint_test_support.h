@@ -14,6 +14,7 @@
 #include "zoff/checkpoint/checkpoint.h"
 #include "zoff/core/error.h"
 #include "zoff/engine/zero_engine.h"
+#include "zoff/unit/unit_call.h"
 
 namespace zoff::checkpoint::testing {
 
@@ -125,7 +126,11 @@ inline Run train_segment(const config::Config& cfg, int world, const Segment& se
         save_checkpoint(engine, seg.save_root, run_identity());
       }
     }
-    params[static_cast<size_t>(rank)] = flatten_params(*model);
+    // Stage 3 releases the parameters between forwards: gather them to read them.
+    zoff::with_unit(*model, [&] {
+      params[static_cast<size_t>(rank)] = flatten_params(*model);
+      return params[static_cast<size_t>(rank)];
+    });
   });
   Run run;
   run.losses = losses[0];
