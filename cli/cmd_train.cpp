@@ -70,6 +70,9 @@ void add_train(CLI::App& root, int& exit_code) {
   cmd->add_option("--save", opts->save_dir, "checkpoint root: DIR/step_<N>/ and DIR/latest");
   cmd->add_option("--save-every", opts->save_every, "steps between checkpoints (0 = at the end)");
   cmd->add_option("--resume", opts->resume_dir, "continue from a checkpoint (dir or --save root)");
+  cmd->add_option("--init-from", opts->init_from,
+                  "start from these weights: a .safetensors file (zoff export) or a checkpoint "
+                  "directory (fine-tuning; the optimizer starts fresh)");
   cmd->callback([opts, &exit_code] {
     auto summary = zoff::train::run_training(*opts);
     if (!summary.sample.empty()) {

@@ -9,6 +9,7 @@
 #include "zoff/checkpoint/rank_file.h"
 #include "zoff/checkpoint/replicated_sections.h"
 #include "zoff/checkpoint/safetensors_export.h"
+#include "zoff/checkpoint/safetensors_reader.h"
 #include "zoff/checkpoint/step_directory.h"
 #include "zoff/config/config.h"
 #include "zoff/config/lr_schedule.h"

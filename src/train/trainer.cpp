@@ -7,11 +7,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "zoff/checkpoint/checkpoint.h"
+#include "zoff/checkpoint/load_module.h"
+#include "zoff/checkpoint/safetensors_reader.h"
 #include "zoff/config/config.h"
 #include "zoff/config/lr_schedule.h"
 #include "zoff/core/error.h"
@@ -230,6 +233,19 @@ void check_options(const TrainOptions& o) {
                  "--optimizer-backend ", o.optimizer_backend, ": must be fused or torch");
   ZOFF_CHECK_ARG(o.comm_timeout_s >= 1, "--comm-timeout ", o.comm_timeout_s, ": must be >= 1");
   if (!o.save_model_path.empty()) check_output_path("--save-model", o.save_model_path);
+  ZOFF_CHECK_ARG(o.init_from.empty() || o.resume_dir.empty(), "--init-from ", o.init_from,
+                 " and --resume ", o.resume_dir,
+                 ": give one (a resumed run has its weights from the checkpoint)");
+}
+
+// --init-from: the module's weights from a safetensors file or a checkpoint directory,
+// tensor by tensor, before the engine shards them (every rank reads the same values).
+void load_initial_weights(torch::nn::Module& module, const std::string& path) {
+  if (std::filesystem::is_directory(path)) {
+    checkpoint::load_module_from_checkpoint(module, path);
+  } else {
+    checkpoint::load_module_from_safetensors(module, path);
+  }
 }
 
 }  // namespace
@@ -258,6 +274,7 @@ TrainSummary run_training(const TrainOptions& o) {
   auto task = make_task({o.model, o.preset, o.seed,
                          o.activation_checkpointing || cfg.activation_checkpointing,
                          cfg.train_micro_batch_size_per_gpu, o.data_path, o.context});
+  if (!o.init_from.empty()) load_initial_weights(*task->module(), o.init_from);
   data::DistributedSampler sampler(task->train_set().size(), cfg.train_batch_size, o.seed);
 
   std::unique_ptr<Stepper> stepper;

@@ -1,0 +1,143 @@
+// SafetensorsFile: a .safetensors header checked, tensors read one at a time with pread.
+#include "zoff/checkpoint/safetensors_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "zoff/checkpoint/atomic_file.h"
+#include "zoff/checkpoint/replicated_sections.h"
+#include "zoff/core/error.h"
+
+namespace zoff::checkpoint {
+namespace {
+
+// The spec caps the JSON header at 100 MB; a larger length is a damaged or foreign file.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+SafetensorsFile::Entry parse_entry(const std::string& path, const std::string& name,
+                                   const nlohmann::json& j, uint64_t data_bytes) {
+  SafetensorsFile::Entry e;
+  try {
+    e.dtype = j.at("dtype").get<std::string>();
+    e.shape = j.at("shape").get<std::vector<int64_t>>();
+    const auto offsets = j.at("data_offsets").get<std::vector<uint64_t>>();
+    ZOFF_CHECK_ARG(offsets.size() == 2, path, ": tensor ", name, ": data_offsets needs 2 values");
+    e.begin = offsets[0];
+    e.end = offsets[1];
+  } catch (const nlohmann::json::exception& ex) {
+    throw UsageError(
+        detail::concat(path, ": tensor ", name, ": malformed entry (", ex.what(), ")"));
+  }
+  uint64_t numel = 1;
+  for (int64_t d : e.shape) {
+    ZOFF_CHECK_ARG(d >= 0, path, ": tensor ", name, ": negative dimension ", d);
+    numel *= static_cast<uint64_t>(d);
+  }
+  const auto elem = static_cast<uint64_t>(torch::elementSize(dtype_from_name(e.dtype)));
+  ZOFF_CHECK_ARG(e.begin <= e.end && e.end <= data_bytes && e.end - e.begin == numel * elem, path,
+                 ": tensor ", name, ": bytes [", e.begin, ", ", e.end, ") do not hold ", numel, " ",
+                 e.dtype, " elements inside the file's ", data_bytes, " data bytes");
+  return e;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ZOFF_CHECK_ARG(fd_ >= 0, "cannot read ", path, ": ", std::strerror(errno));
+  try {
+    struct stat st {};
+    ZOFF_CHECK_ARG(::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode), path, ": not a regular file");
+    const auto file_bytes = static_cast<uint64_t>(st.st_size);
+    uint64_t n = 0;
+    ZOFF_CHECK_ARG(file_bytes >= sizeof n, path, ": ", file_bytes,
+                   " bytes, too short for a safetensors file");
+    read_exact(fd_, path, 0, &n, sizeof n);
+    ZOFF_CHECK_ARG(n <= kMaxHeaderBytes && n <= file_bytes - sizeof n, path, ": header length ", n,
+                   " is not a safetensors header (file of ", file_bytes, " bytes)");
+    std::string text(n, '\0');
+    read_exact(fd_, path, sizeof n, text.data(), n);
+    data_start_ = sizeof n + n;
+    nlohmann::json header;
+    try {
+      header = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(detail::concat(path, ": header is not JSON (", e.what(), ")"));
+    }
+    ZOFF_CHECK_ARG(header.is_object(), path, ": header is not a JSON object");
+    for (const auto& [name, value] : header.items()) {
+      if (name == "__metadata__") continue;
+      entries_[name] = parse_entry(path, name, value, file_bytes - data_start_);
+    }
+    if (header.contains("__metadata__") && header["__metadata__"].contains("aliases")) {
+      const auto aliases =
+          nlohmann::json::parse(header["__metadata__"]["aliases"].get<std::string>());
+      for (const auto& [second, first] : aliases.items()) {
+        ZOFF_CHECK_ARG(entries_.count(first.get<std::string>()) == 1, path, ": alias ", second,
+                       " names no tensor");
+        aliases_[second] = first.get<std::string>();
+      }
+    }
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() { ::close(fd_); }
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::set<std::string> all;
+  for (const auto& [name, e] : entries_) all.insert(name);
+  for (const auto& [name, first] : aliases_) all.insert(name);
+  return {all.begin(), all.end()};
+}
+
+bool SafetensorsFile::contains(const std::string& name) const {
+  return entries_.count(name) == 1 || aliases_.count(name) == 1;
+}
+
+const SafetensorsFile::Entry& SafetensorsFile::entry(const std::string& name) const {
+  const auto alias = aliases_.find(name);
+  const auto it = entries_.find(alias != aliases_.end() ? alias->second : name);
+  ZOFF_CHECK_ARG(it != entries_.end(), path_, " has no tensor '", name, "'");
+  return it->second;
+}
+
+torch::Tensor SafetensorsFile::read(const std::string& name) const {
+  const Entry& e = entry(name);
+  auto t = torch::empty(e.shape, torch::TensorOptions().dtype(dtype_from_name(e.dtype)));
+  read_exact(fd_, path_, data_start_ + e.begin, t.data_ptr(), e.end - e.begin);
+  return t;
+}
+
+void load_module_from_safetensors(torch::nn::Module& module, const std::string& path) {
+  SafetensorsFile file(path);
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (auto& item : module.named_parameters()) tensors.emplace_back(item.key(), item.value());
+  for (auto& item : module.named_buffers()) tensors.emplace_back(item.key(), item.value());
+  // Names and shapes both ways, before anything changes.
+  std::set<std::string> in_module;
+  for (const auto& [name, t] : tensors) {
+    ZOFF_CHECK_ARG(file.contains(name), "--init-from ", path, " has no tensor '", name,
+                   "', which the model has");
+    const auto& shape = file.entry(name).shape;
+    ZOFF_CHECK_ARG(t.sizes().vec() == shape, "--init-from ", path, ": tensor ", name, " is ",
+                   torch::IntArrayRef(shape), ", the model's is ", t.sizes());
+    in_module.insert(name);
+  }
+  for (const auto& name : file.names()) {
+    ZOFF_CHECK_ARG(in_module.count(name) == 1, "--init-from ", path, " has tensor ", name,
+                   ", which the model does not have");
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [name, t] : tensors) t.copy_(file.read(name));
+}
+
+}  // namespace zoff::checkpoint
