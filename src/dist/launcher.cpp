@@ -21,6 +21,7 @@
 #include "zoff/core/error.h"
 #include "zoff/core/limits.h"
 #include "zoff/dist/free_port.h"
+#include "zoff/dist/world.h"
 
 extern char** environ;
 
@@ -270,6 +271,7 @@ std::string resolve_command(const std::string& program) {
 
 int launch(const LaunchOptions& options) {
   options.validate();
+  check_resolvable("launch: --master-addr ", options.master_addr);
   const std::string path = resolve_command(options.command[0]);
   const int port = options.master_port != 0 ? options.master_port : pick_free_port();
   const int threads = options.threads_per_rank > 0

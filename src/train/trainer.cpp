@@ -18,6 +18,7 @@
 #include "zoff/core/limits.h"
 #include "zoff/core/output_path.h"
 #include "zoff/data/distributed_sampler.h"
+#include "zoff/dist/heartbeat.h"
 #include "zoff/dist/launcher.h"
 #include "zoff/dist/world.h"
 #include "zoff/engine/zero_engine.h"
@@ -31,6 +32,9 @@ namespace zoff::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// --heartbeat-timeout beyond a day is a typo, not a wish (the collectives give up sooner).
+constexpr int64_t kMaxHeartbeatTimeoutS = 86400;
 
 // What the loop needs from whoever owns the model states: the engine or plain LibTorch.
 class Stepper {
@@ -228,6 +232,9 @@ void check_options(const TrainOptions& o) {
   ZOFF_CHECK_ARG(o.optimizer_backend == "fused" || o.optimizer_backend == "torch",
                  "--optimizer-backend ", o.optimizer_backend, ": must be fused or torch");
   ZOFF_CHECK_ARG(o.comm_timeout_s >= 1, "--comm-timeout ", o.comm_timeout_s, ": must be >= 1");
+  ZOFF_CHECK_ARG(o.heartbeat_timeout_s >= 0 && o.heartbeat_timeout_s <= kMaxHeartbeatTimeoutS,
+                 "--heartbeat-timeout ", o.heartbeat_timeout_s, ": must be in [1, ",
+                 kMaxHeartbeatTimeoutS, "] seconds (0 = off)");
   if (!o.save_model_path.empty()) check_output_path("--save-model", o.save_model_path);
 }
 
@@ -254,6 +261,11 @@ TrainSummary run_training(const TrainOptions& o) {
   ZOFF_CHECK_ARG(!o.reference || (!cfg.bf16 && cfg.zero.offload_optimizer.device == "none"),
                  "--reference trains plain fp32 LibTorch: drop bf16/offload from the config");
   auto comm = dist::init_comm(world, std::chrono::seconds(o.comm_timeout_s));
+  std::unique_ptr<dist::Heartbeat> heartbeat;  // destroyed before comm: rank 0's store outlives it
+  if (world.world_size > 1 && o.heartbeat_timeout_s > 0) {
+    heartbeat = std::make_unique<dist::Heartbeat>(
+        world, dist::HeartbeatOptions{std::chrono::seconds(o.heartbeat_timeout_s), {}});
+  }
   auto task = make_task({o.model, o.preset, o.seed,
                          o.activation_checkpointing || cfg.activation_checkpointing,
                          cfg.train_micro_batch_size_per_gpu, o.data_path});
