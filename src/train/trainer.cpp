@@ -7,9 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "zoff/checkpoint/checkpoint.h"
 #include "zoff/config/config.h"
@@ -159,14 +157,6 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  ZOFF_CHECK_ARG(in.good(), "--config ", path, ": cannot read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The start-of-run table of model-state bytes on this rank, per category and tier.
 std::string memory_table(const engine::MemoryStats& m) {
   std::string out = "model states on this rank     compute tier    offload tier (host)\n";
@@ -308,7 +298,6 @@ TrainSummary run_training(const TrainOptions& o) {
   run_info.model = o.model;
   run_info.preset = o.preset;
   run_info.seed = o.seed;
-  run_info.config_text = read_text_file(o.config_path);
   ZOFF_CHECK_ARG(o.save_every >= 0, "--save-every ", o.save_every, ": must be >= 0");
   ZOFF_CHECK_ARG(!o.reference || (o.save_dir.empty() && o.resume_dir.empty()),
                  "--reference does not write or read checkpoints");
