@@ -334,6 +334,8 @@ int launch(const LaunchOptions& options) {
     others_running_at_stop =
         std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.running; });
     signal_groups(ranks, signo);
+    // A stopped rank (SIGSTOP, found by the heartbeat) acts on the signal only once continued.
+    if (signo == SIGTERM || signo == SIGINT) signal_groups(ranks, SIGCONT);
     kill_at = Clock::now() + grace;
   };
 

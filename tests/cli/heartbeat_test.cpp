@@ -19,9 +19,9 @@ namespace {
 // Short so the test is quick; the collectives keep their default 300 s timeout, which is what
 // caught a stopped rank before.
 constexpr int kHeartbeatTimeoutSeconds = 5;
-// The job must be gone this soon after the stop: the heartbeat timeout plus a beat interval,
-// the launcher's 5 s SIGTERM->SIGKILL grace (a stopped rank ignores SIGTERM) and room for a
-// loaded 2-core machine. Far below the 300 s collective timeout.
+// The job must be gone this soon after the stop: the heartbeat timeout plus a beat interval
+// (the launcher continues the stopped rank along with SIGTERM) and room for a loaded 2-core
+// machine. Far below the 300 s collective timeout.
 constexpr double kStopBoundSeconds = 60.0;
 // Rank 1 is stopped this long after rank 0 logged its first step.
 constexpr double kStopAfterFirstStepSeconds = 1.0;
