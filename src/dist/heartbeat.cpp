@@ -17,6 +17,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr std::chrono::milliseconds kMinConnectTimeout{5000};  // see the constructor
+
 std::string beat_key(int rank) { return detail::concat("zoff/heartbeat/", rank); }
 std::string done_key(int rank) { return detail::concat("zoff/heartbeat_done/", rank); }
 
@@ -162,13 +164,15 @@ Heartbeat::Heartbeat(const WorldInfo& world, HeartbeatOptions options)
   store_options.port = static_cast<std::uint16_t>(world.master_port);
   store_options.isServer = false;
   store_options.waitWorkers = false;
-  store_options.timeout = s.options.timeout;
+  // c10d counts the connect timeout in whole seconds: under 1 s it would not even try.
+  store_options.timeout =
+      std::max<std::chrono::milliseconds>(s.options.timeout, kMinConnectTimeout);
   try {
     s.store = c10::make_intrusive<::c10d::TCPStore>(world.master_addr, store_options);
   } catch (const std::exception& e) {
     throw Error(detail::concat("heartbeat: rank ", world.rank, " cannot reach the store at ",
                                world.master_addr, ":", world.master_port, " within ",
-                               s.options.timeout.count(), " ms (", first_line(e), ")"));
+                               store_options.timeout.count(), " ms (", first_line(e), ")"));
   }
   s.counts.assign(static_cast<size_t>(world.world_size), -1);
   s.moved.assign(static_cast<size_t>(world.world_size), Clock::now());

@@ -38,7 +38,7 @@ class Heartbeat {
  public:
   // Connects to the store at world.master_addr:master_port (hosted by rank 0's GlooComm, so
   // create this after init_comm) and starts beating. Throws zoff::Error naming the address
-  // when the store cannot be reached within options.timeout.
+  // when the store cannot be reached within options.timeout (at least 5 s).
   Heartbeat(const WorldInfo& world, HeartbeatOptions options);
   // Marks this rank finished and stops the threads (waits at most about one interval for a
   // store call in flight, then leaves it behind).
