@@ -30,11 +30,11 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 struct IdxStream {
   std::string path;
   gzFile file = nullptr;
-  bool gz = false;
+  bool gz = false;          // gzip by its magic (any name); a plain IDX file starts 00 00
   uint64_t file_bytes = 0;  // on disk
   uint32_t isize = 0;       // gzip trailer: inflated size mod 2^32 (gz only)
 
-  explicit IdxStream(const std::string& p) : path(p), gz(ends_with(p, ".gz")) {
+  explicit IdxStream(const std::string& p) : path(p) {
     read_size_and_trailer();
     file = gzopen(path.c_str(), "rb");
     ZOFF_CHECK_ARG(file != nullptr, "idx: cannot open ", path);
@@ -69,9 +69,9 @@ struct IdxStream {
   }
 
  private:
-  // The file size, and for .gz the gzip magic (1f 8b: gzread would otherwise read a plain
-  // file "transparently" and hide that the name lies) and the ISIZE trailer (last 4 bytes,
-  // little-endian).
+  // The file size, whether it is gzip (magic 1f 8b; a file named .gz must be: gzread would
+  // otherwise read a plain file "transparently" and hide that the name lies) and for gzip
+  // the ISIZE trailer (last 4 bytes, little-endian).
   void read_size_and_trailer() {
     std::FILE* f = std::fopen(path.c_str(), "rb");
     ZOFF_CHECK_ARG(f != nullptr, "idx: cannot open ", path);
@@ -85,9 +85,10 @@ struct IdxStream {
     std::fclose(f);
     ZOFF_CHECK_ARG(sized && end >= 0, "idx: ", path, ": cannot read its size");
     file_bytes = static_cast<uint64_t>(end);
-    if (!gz) return;
-    ZOFF_CHECK_ARG(got == 2 && magic[0] == 0x1f && magic[1] == 0x8b, "idx: ", path,
+    gz = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    ZOFF_CHECK_ARG(gz || !ends_with(path, ".gz"), "idx: ", path,
                    ": named .gz but is not a gzip file");
+    if (!gz) return;
     ZOFF_CHECK_ARG(trailed, "idx: ", path, ": truncated gzip data (", file_bytes, " bytes)");
     isize = uint32_t{trailer[0]} | (uint32_t{trailer[1]} << 8) | (uint32_t{trailer[2]} << 16) |
             (uint32_t{trailer[3]} << 24);

@@ -89,6 +89,9 @@ TEST_F(IdxFiles, PlainAndGzipReadTheSame) {
   torch::Tensor l = read_idx_labels(gz("lab.gz", idx_labels(13)));
   ASSERT_EQ(l.sizes(), (std::vector<int64_t>{13}));
   EXPECT_EQ(l[12].item<int64_t>(), 2);
+  // gzip is known by its magic (zlib read it so before): a gzip file not named .gz reads too,
+  // with the same size checks.
+  EXPECT_TRUE(torch::equal(read_idx_images(gz("img-gzipped", bytes)), a));
 }
 
 TEST_F(IdxFiles, DatasetNormalizesAndPairsLabels) {
