@@ -61,6 +61,11 @@ void add_train(CLI::App& root, int& exit_code) {
   cmd->add_option("--eval-every", opts->eval_every, "steps between evaluations (0 = per epoch)");
   cmd->add_option("--comm-timeout", opts->comm_timeout_s, "seconds before a collective fails")
       ->capture_default_str();
+  cmd->add_option("--heartbeat-timeout", opts->heartbeat_timeout_s,
+                  "seconds without a heartbeat before a rank counts as stopped or wedged and "
+                  "the run fails naming it (several ranks; 0 = off)")
+      ->check(whole_number_text<int64_t>(0))
+      ->capture_default_str();
   cmd->add_option("--sample", opts->sample_prompt,
                   "gpt: generate text from this prompt at the end");
   cmd->add_option("--sample-tokens", opts->sample_tokens, "gpt: bytes to generate")

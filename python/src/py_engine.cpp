@@ -52,21 +52,19 @@ engine::StepStats PyEngine::step() {
 }
 
 namespace {
-checkpoint::CheckpointInfo run_identity(const std::string& model, const std::string& json) {
+checkpoint::CheckpointInfo run_identity(const std::string& model) {
   checkpoint::CheckpointInfo run;
   run.model = "python:" + model;
-  run.config_text = json;
   return run;
 }
 }  // namespace
 
 std::string PyEngine::save_checkpoint(const std::string& root) {
-  return checkpoint::save_checkpoint(*engine_, root, run_identity(model_name_, config_json_));
+  return checkpoint::save_checkpoint(*engine_, root, run_identity(model_name_));
 }
 
 std::string PyEngine::load_checkpoint(const std::string& dir_or_root) {
-  auto info =
-      checkpoint::load_checkpoint(*engine_, dir_or_root, run_identity(model_name_, config_json_));
+  auto info = checkpoint::load_checkpoint(*engine_, dir_or_root, run_identity(model_name_));
   micro_ = 0;
   return info.dir;
 }

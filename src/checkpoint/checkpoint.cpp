@@ -19,6 +19,7 @@
 #include "zoff/checkpoint/atomic_file.h"
 #include "zoff/checkpoint/rank_file.h"
 #include "zoff/checkpoint/step_directory.h"
+#include "zoff/config/config_json.h"
 #include "zoff/core/error.h"
 
 namespace zoff::checkpoint {
@@ -82,15 +83,6 @@ uint32_t meta_checksum(ojson j) {
   const std::string text = j.dump();
   return static_cast<uint32_t>(
       ::crc32(0, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
-}
-
-ojson config_as_json(const std::string& text) {
-  if (text.empty()) return nullptr;
-  try {
-    return ojson::parse(text);
-  } catch (const nlohmann::json::exception&) {
-    return text;  // keep it verbatim; it was the user's, not ours to judge here
-  }
 }
 
 std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInfo& run,
@@ -157,7 +149,9 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
                   {"crc32", files[r].crc32}});
   }
   j["files"] = fj;
-  j["config"] = config_as_json(run.config_text);
+  // Normalized, not the file as given: every key at the value the engine ran with, and a
+  // size bounded whatever the user's file held (a 50 MB config once made an 85 MB meta.json).
+  j["config"] = ojson::parse(config::normalized_config_json(cfg));
   j["meta_crc32"] = meta_checksum(j);
   return j.dump(2) + "\n";
 }
@@ -477,7 +471,7 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
     }
     if (j.contains("config") && !j.at("config").is_null()) {
       info.config_text =
-          j.at("config").is_string() ? j.at("config").get<std::string>() : j.at("config").dump(2);
+          j.at("config").is_string() ? j.at("config").get<std::string>() : j.at("config").dump();
     }
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(detail::concat(path, ": corrupt: ", e.what()));

@@ -221,6 +221,7 @@ GlooComm::GlooComm(const WorldInfo& world, std::chrono::milliseconds timeout)
                  "GlooComm: rank ", world.rank, " is not in a world of ", world.world_size);
   ZOFF_CHECK_ARG(world.master_port >= 1 && world.master_port <= 65535, "GlooComm: master port ",
                  world.master_port, " is not in [1, 65535]");
+  check_resolvable("MASTER_ADDR=", world.master_addr);  // fail now, not after `timeout`
   const auto deadline = Clock::now() + timeout;
   group_->store = connect_store(world, timeout);
   wait_for_ranks(*group_->store, world, timeout, deadline);

@@ -21,6 +21,7 @@
 #include "zoff/core/error.h"
 #include "zoff/core/limits.h"
 #include "zoff/dist/free_port.h"
+#include "zoff/dist/world.h"
 
 extern char** environ;
 
@@ -270,6 +271,7 @@ std::string resolve_command(const std::string& program) {
 
 int launch(const LaunchOptions& options) {
   options.validate();
+  check_resolvable("launch: --master-addr ", options.master_addr);
   const std::string path = resolve_command(options.command[0]);
   const int port = options.master_port != 0 ? options.master_port : pick_free_port();
   const int threads = options.threads_per_rank > 0
@@ -332,6 +334,8 @@ int launch(const LaunchOptions& options) {
     others_running_at_stop =
         std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.running; });
     signal_groups(ranks, signo);
+    // A stopped rank (SIGSTOP, found by the heartbeat) acts on the signal only once continued.
+    if (signo == SIGTERM || signo == SIGINT) signal_groups(ranks, SIGCONT);
     kill_at = Clock::now() + grace;
   };
 

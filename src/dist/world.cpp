@@ -1,6 +1,9 @@
 // WorldInfo::from_env: reads and validates the torchrun-style environment of one rank.
 #include "zoff/dist/world.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -82,6 +85,16 @@ WorldInfo WorldInfo::from_env() {
     world.master_port = *master_port;
   }
   return world;
+}
+
+void check_resolvable(const std::string& label, const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int status = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) freeaddrinfo(found);
+  ZOFF_CHECK_ARG(status == 0, label, host, ": cannot be resolved (", gai_strerror(status), ")");
 }
 
 }  // namespace zoff::dist

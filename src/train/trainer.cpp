@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "zoff/checkpoint/checkpoint.h"
 #include "zoff/checkpoint/load_module.h"
@@ -21,6 +20,7 @@
 #include "zoff/core/limits.h"
 #include "zoff/core/output_path.h"
 #include "zoff/data/distributed_sampler.h"
+#include "zoff/dist/heartbeat.h"
 #include "zoff/dist/launcher.h"
 #include "zoff/dist/world.h"
 #include "zoff/engine/zero_engine.h"
@@ -34,6 +34,9 @@ namespace zoff::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// --heartbeat-timeout beyond a day is a typo, not a wish (the collectives give up sooner).
+constexpr int64_t kMaxHeartbeatTimeoutS = 86400;
 
 // What the loop needs from whoever owns the model states: the engine or plain LibTorch.
 class Stepper {
@@ -158,14 +161,6 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  ZOFF_CHECK_ARG(in.good(), "--config ", path, ": cannot read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The start-of-run table of model-state bytes on this rank, per category and tier.
 std::string memory_table(const engine::MemoryStats& m) {
   std::string out = "model states on this rank     compute tier    offload tier (host)\n";
@@ -232,6 +227,9 @@ void check_options(const TrainOptions& o) {
   ZOFF_CHECK_ARG(o.optimizer_backend == "fused" || o.optimizer_backend == "torch",
                  "--optimizer-backend ", o.optimizer_backend, ": must be fused or torch");
   ZOFF_CHECK_ARG(o.comm_timeout_s >= 1, "--comm-timeout ", o.comm_timeout_s, ": must be >= 1");
+  ZOFF_CHECK_ARG(o.heartbeat_timeout_s >= 0 && o.heartbeat_timeout_s <= kMaxHeartbeatTimeoutS,
+                 "--heartbeat-timeout ", o.heartbeat_timeout_s, ": must be in [1, ",
+                 kMaxHeartbeatTimeoutS, "] seconds (0 = off)");
   if (!o.save_model_path.empty()) check_output_path("--save-model", o.save_model_path);
   ZOFF_CHECK_ARG(o.init_from.empty() || o.resume_dir.empty(), "--init-from ", o.init_from,
                  " and --resume ", o.resume_dir,
@@ -271,6 +269,11 @@ TrainSummary run_training(const TrainOptions& o) {
   ZOFF_CHECK_ARG(!o.reference || (!cfg.bf16 && cfg.zero.offload_optimizer.device == "none"),
                  "--reference trains plain fp32 LibTorch: drop bf16/offload from the config");
   auto comm = dist::init_comm(world, std::chrono::seconds(o.comm_timeout_s));
+  std::unique_ptr<dist::Heartbeat> heartbeat;  // destroyed before comm: rank 0's store outlives it
+  if (world.world_size > 1 && o.heartbeat_timeout_s > 0) {
+    heartbeat = std::make_unique<dist::Heartbeat>(
+        world, dist::HeartbeatOptions{std::chrono::seconds(o.heartbeat_timeout_s), {}});
+  }
   auto task = make_task({o.model, o.preset, o.seed,
                          o.activation_checkpointing || cfg.activation_checkpointing,
                          cfg.train_micro_batch_size_per_gpu, o.data_path, o.context});
@@ -315,7 +318,6 @@ TrainSummary run_training(const TrainOptions& o) {
   run_info.preset = o.preset;
   run_info.context = o.context;
   run_info.seed = o.seed;
-  run_info.config_text = read_text_file(o.config_path);
   ZOFF_CHECK_ARG(o.save_every >= 0, "--save-every ", o.save_every, ": must be >= 0");
   ZOFF_CHECK_ARG(!o.reference || (o.save_dir.empty() && o.resume_dir.empty()),
                  "--reference does not write or read checkpoints");

@@ -61,7 +61,6 @@ inline CheckpointInfo run_identity() {
   run.model = "tiny-mlp";
   run.preset = "";
   run.seed = kSeed;
-  run.config_text = R"({"train_batch_size": 12, "gradient_accumulation_steps": 2})";
   return run;
 }
 

@@ -3,8 +3,10 @@
 #include "zoff/data/fashion_mnist.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -17,6 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kNormTolerance = 1e-6;
+// The gzip-bomb tests: zero bytes after a 10-image header (50 MB, about 50 KB compressed),
+// and how much the reader's peak RSS may grow reading it (reading it all would be > 50 MB).
+constexpr size_t kBombZeros = size_t{50} << 20;
+constexpr int64_t kBombRssBound = int64_t{16} << 20;
 
 std::string be32(uint32_t v) {
   return {char(v >> 24), char((v >> 16) & 0xff), char((v >> 8) & 0xff), char(v & 0xff)};
@@ -83,6 +89,9 @@ TEST_F(IdxFiles, PlainAndGzipReadTheSame) {
   torch::Tensor l = read_idx_labels(gz("lab.gz", idx_labels(13)));
   ASSERT_EQ(l.sizes(), (std::vector<int64_t>{13}));
   EXPECT_EQ(l[12].item<int64_t>(), 2);
+  // gzip is known by its magic (zlib read it so before): a gzip file not named .gz reads too,
+  // with the same size checks.
+  EXPECT_TRUE(torch::equal(read_idx_images(gz("img-gzipped", bytes)), a));
 }
 
 TEST_F(IdxFiles, DatasetNormalizesAndPairsLabels) {
@@ -143,6 +152,55 @@ TEST_F(IdxFiles, CountMismatchAndBadLabelsAreUsageErrors) {
   const std::string lab10 = plain("lab10", bad);
   expect_error([&] { FashionMnist(img, lab10); }, lab10, "label 10");
   expect_error([&] { load_fashion_mnist(dir_.string()); }, dir_.string(), "neither");
+}
+
+// Peak resident memory of this process so far, in bytes.
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t{usage.ru_maxrss} * 1024;
+}
+
+// Appends `zeros` zero bytes to an open gzip stream, 1 MiB at a time.
+void gzwrite_zeros(gzFile f, size_t zeros) {
+  const std::string chunk(size_t{1} << 20, '\0');
+  for (size_t done = 0; done < zeros; done += chunk.size()) {
+    gzwrite(f, chunk.data(), unsigned(std::min(chunk.size(), zeros - done)));
+  }
+}
+
+// A valid header for 10 images of 28x28 followed by far more data than that: the old reader
+// inflated all of it (a 2 MB file reached 4.3 GB RSS). The gzip trailer already says so, and
+// the file is refused before its payload is inflated.
+TEST_F(IdxFiles, GzipBombIsRefusedBeforeItIsInflated) {
+  const std::string p = (dir_ / "bomb-images.gz").string();
+  gzFile f = gzopen(p.c_str(), "wb9");
+  const std::string header = idx_images(10, 28, 28).substr(0, 16);
+  gzwrite(f, header.data(), unsigned(header.size()));
+  gzwrite_zeros(f, kBombZeros);
+  gzclose(f);
+  ASSERT_LT(fs::file_size(p), kBombZeros / 100);  // small on disk, large inflated
+  const int64_t before = peak_rss_bytes();
+  expect_error([&] { read_idx_images(p); }, p, "refused without inflating it");
+  EXPECT_LT(peak_rss_bytes() - before, kBombRssBound);
+}
+
+// The same bomb with its trailer made to agree with the header: a second gzip member whose
+// length is the declared size, so the ISIZE of the last member (all the trailer holds) is what
+// the header declares. The reader inflates the declared bytes, finds more, and stops there.
+TEST_F(IdxFiles, GzipDataBeyondTheDeclaredSizeIsRefusedAfterTheDeclaredBytes) {
+  const std::string p = (dir_ / "bomb2-images.gz").string();
+  const std::string declared = idx_images(10, 28, 28);
+  gzFile f = gzopen(p.c_str(), "wb9");
+  gzwrite(f, declared.data(), unsigned(declared.size()));
+  gzwrite_zeros(f, kBombZeros);
+  gzclose(f);
+  f = gzopen(p.c_str(), "ab9");  // appending starts a second member
+  gzwrite_zeros(f, declared.size());
+  gzclose(f);
+  const int64_t before = peak_rss_bytes();
+  expect_error([&] { read_idx_images(p); }, p, "refused without reading the rest");
+  EXPECT_LT(peak_rss_bytes() - before, kBombRssBound);
 }
 
 TEST(FashionMnist, RealDebianFiles) {

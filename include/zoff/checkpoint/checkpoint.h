@@ -18,7 +18,8 @@ namespace zoff::checkpoint {
 //                 and of every optimizer state, a copy of the frozen parameters and
 //                 buffers (replicated_sections.h), and its LibTorch CPU RNG state
 //   meta.json     written last by rank 0; its presence means the checkpoint is complete.
-//                 Holds the format version, step, world size, ZeRO stage, config, model,
+//                 Holds the format version, step, world size, ZeRO stage, config (normalized:
+//                 every key at the value the engine ran with), model,
 //                 preset, seed, flat layout, optimizer type and state names, data position,
 //                 rank 0's RNG state (hex) and the CRC32 and length of every rank file.
 // save_checkpoint writes <root>/step_<step>.tmp/, swaps it in as <root>/step_<step>/ and then
@@ -39,15 +40,18 @@ struct RankFileEntry {
 struct CheckpointInfo {
   // --- The run's identity: given by the caller to save_checkpoint, and to load_checkpoint
   // as the expected values (a difference is an error).
-  std::string model;        // e.g. "gpt"
-  std::string preset;       // e.g. "tiny"; "" = the model's default
-  int64_t context = 0;      // gpt --context; 0 = the preset's
-  uint64_t seed = 0;        // weights and data order
-  std::string config_text;  // the JSON config as given; stored, not compared
+  std::string model;    // e.g. "gpt"
+  std::string preset;   // e.g. "tiny"; "" = the model's default
+  int64_t context = 0;  // gpt --context; 0 = the preset's
+  uint64_t seed = 0;    // weights and data order
 
   // --- Filled from the checkpoint by read_checkpoint_info / load_checkpoint (save takes
   // them from the engine; the caller leaves them alone).
   std::string dir;  // the checkpoint directory (the step dir, not the root)
+  // The config the engine ran with, normalized (config::normalized_config_json: every key at
+  // its effective value), as stored in meta.json (compact JSON, keys sorted); not compared
+  // on resume.
+  std::string config_text;
   int format_version = kCheckpointFormatVersion;
   int64_t step = 0;           // optimizer steps done; also the data position (see below)
   int64_t applied_steps = 0;  // steps that updated the parameters (fp16 skips the others);

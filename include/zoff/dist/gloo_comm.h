@@ -22,7 +22,8 @@ class GlooComm final : public Comm {
  public:
   // Rendezvous: rank 0 hosts a TCPStore at world.master_addr:world.master_port, every rank
   // checks in, then the Gloo mesh is built. Throws zoff::Error after `timeout` naming the
-  // address, the port and how many ranks arrived.
+  // address, the port and how many ranks arrived; a master_addr that does not resolve is a
+  // zoff::UsageError at once.
   GlooComm(const WorldInfo& world, std::chrono::milliseconds timeout);
   ~GlooComm() override;
 

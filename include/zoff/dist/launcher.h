@@ -53,9 +53,10 @@ std::string resolve_command(const std::string& program);
 
 // Runs the job on this node and returns the launcher's exit code:
 //   0    every rank exited 0;
-//   1    a rank exited non-zero or was killed by a signal: the others were sent SIGTERM, then
-//        SIGKILL after grace_seconds, and one line on stderr names the rank, e.g.
-//        "zoff launch: rank 1 was killed by signal 9 (SIGKILL); stopped the other ranks";
+//   1    a rank exited non-zero or was killed by a signal: the others were sent SIGTERM (and
+//        SIGCONT, so that a stopped rank acts on it), then SIGKILL after grace_seconds, and one
+//        line on stderr names the rank, e.g. "zoff launch: rank 1 was killed by signal 9 (SIGKILL);
+//        stopped the other ranks";
 //   124  the job ran past timeout_seconds (stopped the same way);
 //   128 + s  the launcher got signal s (SIGINT, SIGTERM), forwarded it to the ranks and
 //        stopped them.

@@ -22,9 +22,15 @@ struct WorldInfo {
   static WorldInfo from_env();
 };
 
+// Throws zoff::UsageError "<label><host>: cannot be resolved (<reason>)", e.g. label
+// "--master-addr " or "MASTER_ADDR=", when getaddrinfo does not know `host`: an unresolvable
+// master address then fails at once instead of after the rendezvous timeout.
+void check_resolvable(const std::string& label, const std::string& host);
+
 // Joins the job: world size 1 gives a local communicator with no network; otherwise
 // rendezvous through a c10d TCPStore at master_addr:master_port (rank 0 hosts it) and a
-// ProcessGroupGloo. Every wait, including the rendezvous, gives up after `timeout`.
+// ProcessGroupGloo. Every wait, including the rendezvous, gives up after `timeout`; a
+// master_addr that does not resolve is a UsageError at once (check_resolvable).
 CommPtr init_comm(const WorldInfo& world, std::chrono::milliseconds timeout);
 
 }  // namespace zoff::dist

@@ -20,8 +20,11 @@ struct TrainOptions {
   int threads = 0;                          // intra-op threads; 0 = $ZOFF_NUM_THREADS or all cores
   int64_t eval_every = 0;        // steps between evaluations; 0 = once per epoch and at the end
   int64_t comm_timeout_s = 300;  // every collective gives up after this
-  std::string data_path;         // --data: see TaskOptions::data_path ("" = the model's default)
-  std::string sample_prompt;     // gpt: print generated text after training
+  // Multi-rank runs: a rank whose heartbeat (dist/heartbeat.h) has not advanced for this long
+  // (SIGSTOPped, wedged) fails the run naming it. 0 = no heartbeat.
+  int64_t heartbeat_timeout_s = 60;
+  std::string data_path;      // --data: see TaskOptions::data_path ("" = the model's default)
+  std::string sample_prompt;  // gpt: print generated text after training
   int64_t sample_tokens = 200;
   // Rank 0 writes the trained module's parameters here at the end (torch::save format,
   // names as in named_parameters(); load with torch::load / torch.jit-free
