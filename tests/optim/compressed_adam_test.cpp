@@ -74,11 +74,14 @@ TEST(CompressedAdamKernels, Int8FusedEqualsReferenceBitwiseOnEveryTarget) {
       }
       for_each_simd_level([&](SimdLevel) {
         Int8Run got(p0);
+        OffsetSpan p(n, 1 + n % 3);  // params off a cache line: unaligned loads and tails
+        p.assign(p0);
         for (int s = 1; s <= kCompressedSteps; ++s) {
           const auto g = randn(n, 300 + s, 0.1f);
-          fused_adam_int8_states(adam_coefficients(o, lr_at(o, s), s), got.p.data(), g.data(),
+          fused_adam_int8_states(adam_coefficients(o, lr_at(o, s), s), p.data(), g.data(),
                                  got.states(), n, CopyOut::kBf16, got.out.data());
         }
+        got.p = p.vec();
         EXPECT_EQ(mismatches(got.p, want.p), 0u) << "params";
         EXPECT_EQ(mismatches(got.m, want.m), 0u) << "exp_avg codes";
         EXPECT_EQ(mismatches(got.v, want.v), 0u) << "exp_avg_sq codes";
@@ -170,6 +173,21 @@ TEST(CompressedAdamKernels, UpdateIsTheFp32KernelsUpdate) {
     fused_adam(c, p.data(), g.data(), m.data(), v.data(), n, CopyOut::kNone, nullptr);
     fused_adam_int8_states(c, p8.data(), g.data(), q.states(), n, CopyOut::kNone, nullptr);
     EXPECT_EQ(mismatches(p8, p), 0u) << "int8 states: params";
+  });
+}
+
+TEST(CompressedAdamKernels, ZeroLengthTouchesNothing) {
+  for_each_simd_level([&](SimdLevel) {
+    const auto c = adam_coefficients(OptimizerOptions{}, 1e-3, 1);
+    float p = 1.0f, g = 1.0f, m_scale = 5.0f, v_scale = 6.0f;
+    uint16_t m16 = 7, v16 = 8, out = 9;
+    int8_t m8 = 3;
+    uint8_t v8 = 4;
+    fused_adam_bf16_states(c, &p, &g, &m16, &v16, 0, CopyOut::kBf16, &out);
+    fused_adam_int8_states(c, &p, &g, {&m8, &m_scale, &v8, &v_scale}, 0, CopyOut::kBf16, &out);
+    EXPECT_EQ(p, 1.0f);
+    EXPECT_EQ(m16 + v16 + out + m8 + v8, 7 + 8 + 9 + 3 + 4);
+    EXPECT_EQ(m_scale + v_scale, 11.0f);
   });
 }
 
