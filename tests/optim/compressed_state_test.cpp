@@ -47,6 +47,9 @@ TEST(CompressedStates, StateBytesPerDtype) {
   EXPECT_EQ(bytes("fp32"), 2 * 4 * n);
   EXPECT_EQ(bytes("bf16"), 2 * 2 * n);
   EXPECT_EQ(bytes("int8"), 2 * (n + 5 * 4));
+  EXPECT_EQ(
+      make_shard_optimizer(options_with("int8"), 0, OptimizerBackend::kFused, 1)->state_bytes(),
+      0u);
   auto stored = make_shard_optimizer(options_with("int8"), n, OptimizerBackend::kFused, 1)
                     ->stored_state_buffers();
   ASSERT_EQ(stored.size(), 2u);
@@ -90,6 +93,14 @@ TEST(CompressedStates, ResumeThroughStoredStateBuffersIsExact) {
 }
 
 // Threads split int8 states on block boundaries and bf16 anywhere: results do not change.
+TEST(CompressedStates, EmptyShardSteps) {
+  for (const char* dtype : {"bf16", "int8"}) {
+    auto opt = make_shard_optimizer(options_with(dtype), 0, OptimizerBackend::kFused, 2);
+    opt->step(nullptr, nullptr, 1e-3, CopyOut::kBf16, nullptr);
+    EXPECT_EQ(opt->step_count(), 1) << dtype;
+  }
+}
+
 TEST(CompressedStates, ThreadCountDoesNotChangeResults) {
   const size_t n = 300007;
   const auto p0 = randn(n, 32);
