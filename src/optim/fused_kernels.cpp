@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernel_lanes-inl.h"
 #include "simd_targets.h"
 #include "zoff/optim/kernels.h"
 
@@ -27,78 +28,15 @@ namespace optim {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Stores the Lanes(d) updated params in `p` as 16-bit values at `out`.
-template <CopyOut kOut, class D>
-HWY_INLINE void store_out16(D d, hn::Vec<D> p, uint16_t* HWY_RESTRICT out) {
-  if constexpr (kOut == CopyOut::kBf16) {
-    // Round to nearest even on the bit pattern: add 0x7FFF plus the lowest kept bit, then
-    // drop the low 16 bits. NaN would round into inf, so it is replaced by 0xFFFF.
-    const hn::RebindToUnsigned<D> du;
-    const hn::RebindToSigned<D> di;
-    const hn::Rebind<uint16_t, D> d16;
-    const auto bits = hn::BitCast(du, p);
-    const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-    auto r = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb)));
-    r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(p)), hn::Set(du, 0xFFFFu), r);
-    // r < 2^16, so the saturating i32 -> u16 demotion is exact.
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, out);
-  } else if constexpr (kOut == CopyOut::kFp16) {
-#if HWY_TARGET == HWY_SCALAR
-    (void)d;
-    out[0] = float_to_fp16(hn::GetLane(p));  // one lane per vector on this target
-#else
-    // F16C rounds to nearest even; it keeps the top NaN payload bits where LibTorch writes
-    // sign | 0x7E00, so NaNs are made canonical (same sign) first.
-    const hn::RebindToUnsigned<D> du;
-    const hn::Rebind<hwy::float16_t, D> dh;
-    const auto qnan = hn::BitCast(d, hn::Set(du, 0x7FC00000u));
-    p = hn::IfThenElse(hn::IsNaN(p), hn::CopySign(qnan, p), p);
-    hn::StoreU(hn::DemoteTo(dh, p), dh, reinterpret_cast<hwy::float16_t*>(out));
-#endif
-  } else {
-    (void)d;
-    (void)p;
-    (void)out;
-  }
-}
-
-// a * b + c rounded once, as LibTorch's vec::fmadd on FMA hardware. HWY_SCALAR has no FMA
-// instruction to call: there the exact product (24 x 24 bits fits a double) plus c is rounded
-// to double and then to float, which equals the fused result except in rare double-rounding
-// ties (in the tests' 10-step runs over 10^6 elements it matched LibTorch exactly).
-template <class D, class V>
-HWY_INLINE V fmadd(D d, V a, V b, V c) {
-#if HWY_TARGET == HWY_SCALAR
-  const double r = static_cast<double>(hn::GetLane(a)) * static_cast<double>(hn::GetLane(b)) +
-                   static_cast<double>(hn::GetLane(c));
-  return hn::Set(d, static_cast<float>(r));
-#else
-  (void)d;
-  return hn::MulAdd(a, b, c);
-#endif
-}
-
-// Adam / AdamW on Lanes(d) elements, rounding step by step as LibTorch 1.13's CPU kernels do
-// on AVX2/AVX-512 (its add-with-alpha is vec::fmadd, and its addcmul is compiled to an FMA):
-//   p = p * decay                        (AdamW: p.mul_(1 - lr wd); decay = 1 for Adam)
-//   g = fma(p, l2, g)                    (Adam: grad.add(p, wd); skipped when l2 = 0)
-//   m = fma(g, 1 - b1, m * b1)           (exp_avg.mul_(b1).add_(g, 1 - b1))
-//   v = fma((1 - b2) * g, g, v * b2)     (exp_avg_sq.mul_(b2).addcmul_(g, g, 1 - b2))
-//   p = p + (-step_size * m) / (sqrt(v) / sqrt(bc2) + eps)   (p.addcdiv_(m, denom, -ss))
+// Adam / AdamW on Lanes(d) elements (the math and its rounding order: adam_update).
 template <CopyOut kOut, class D>
 HWY_INLINE void adam_block(D d, const AdamCoefficients& c, float* HWY_RESTRICT p,
                            const float* HWY_RESTRICT g, float* HWY_RESTRICT m,
                            float* HWY_RESTRICT v, uint16_t* HWY_RESTRICT out) {
-  auto vp = hn::Mul(hn::LoadU(d, p), hn::Set(d, c.decay));
-  auto vg = hn::LoadU(d, g);
-  if (c.l2 != 0.0f) vg = fmadd(d, vp, hn::Set(d, c.l2), vg);
-  const auto vm =
-      fmadd(d, vg, hn::Set(d, c.one_minus_beta1), hn::Mul(hn::LoadU(d, m), hn::Set(d, c.beta1)));
-  const auto vv = fmadd(d, hn::Mul(hn::Set(d, c.one_minus_beta2), vg), vg,
-                        hn::Mul(hn::LoadU(d, v), hn::Set(d, c.beta2)));
-  const auto denom =
-      hn::Add(hn::Div(hn::Sqrt(vv), hn::Set(d, c.bias_correction2_sqrt)), hn::Set(d, c.eps));
-  vp = hn::Add(vp, hn::Div(hn::Mul(hn::Set(d, -c.step_size), vm), denom));
+  auto vp = hn::LoadU(d, p);
+  auto vm = hn::LoadU(d, m);
+  auto vv = hn::LoadU(d, v);
+  adam_update(d, c, vp, hn::LoadU(d, g), vm, vv);
   hn::StoreU(vm, d, m);
   hn::StoreU(vv, d, v);
   hn::StoreU(vp, d, p);
@@ -166,18 +104,6 @@ HWY_INLINE void probe_block(D d, float* HWY_RESTRICT p, const float* HWY_RESTRIC
     const auto hi = hn::ShiftRight<16>(hn::BitCast(du, vp));
     hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, out);
   }
-}
-
-// Runs `block` over [0, n): full vectors, then one-lane vectors for the tail. `block(d, i)`
-// handles elements [i, i + Lanes(d)).
-template <class Block>
-HWY_INLINE void for_each_block(size_t n, const Block& block) {
-  const hn::ScalableTag<float> d;
-  const size_t lanes = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) block(d, i);
-  const hn::CappedTag<float, 1> d1;
-  for (; i < n; ++i) block(d1, i);
 }
 
 template <CopyOut kOut>

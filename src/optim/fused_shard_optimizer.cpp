@@ -2,6 +2,7 @@
 #include <string>
 
 #include "shard_optimizer_backends.h"
+#include "zoff/core/error.h"
 #include "zoff/optim/aligned_floats.h"
 #include "zoff/optim/simd_dispatch.h"
 #include "zoff/optim/span_optimizer.h"
@@ -9,14 +10,34 @@
 namespace zoff::optim::detail {
 namespace {
 
+// Bytes of the values or codes of one state of n elements (int8: without the scales).
+size_t data_bytes(StateDtype dtype, size_t n) {
+  return dtype == StateDtype::kFp32   ? n * sizeof(float)
+         : dtype == StateDtype::kBf16 ? n * sizeof(uint16_t)
+                                      : n;
+}
+
+// One state as stored. bf16 and int8 data live in float-typed storage for its alignment
+// (64 bytes, 2 MiB and huge pages when large); they are only ever read as their own type.
+struct OwnedState {
+  AlignedFloats data;    // data_bytes(dtype, numel) bytes, rounded up to whole floats
+  AlignedFloats scales;  // int8: state_blocks(numel) block scales; empty otherwise
+};
+
 class FusedShardOptimizer final : public ShardOptimizer {
  public:
   FusedShardOptimizer(const OptimizerOptions& options, size_t numel, int threads)
-      : numel_(numel), span_(options, threads) {
+      : numel_(numel), span_(options, threads), dtype_(span_.state_dtype()) {
+    const size_t floats = (data_bytes(dtype_, numel_) + sizeof(float) - 1) / sizeof(float);
+    const size_t blocks = dtype_ == StateDtype::kInt8 ? state_blocks(numel_) : 0;
     for (const auto& spec : span_.states()) {
-      state_.emplace_back(numel_);
-      span_.fill(state_.back().data(), numel_, spec.initial);
-      pointers_.push_back(state_.back().data());
+      // Compressed states are Adam's, which start at 0: all-zero bytes in every format.
+      const float initial = dtype_ == StateDtype::kFp32 ? spec.initial : 0.0f;
+      state_.push_back({AlignedFloats(floats), AlignedFloats(blocks)});
+      span_.fill(state_.back().data.data(), floats, initial);
+      span_.fill(state_.back().scales.data(), blocks, 0.0f);
+      pointers_.push_back(state_.back().data.data());
+      spans_.push_back({state_.back().data.data(), state_.back().scales.data()});
     }
   }
 
@@ -25,7 +46,12 @@ class FusedShardOptimizer final : public ShardOptimizer {
     check_step_arguments(params, grads, lr, copy_out, out16, numel_);
     span_.begin_step(lr);
     try {
-      span_.step_span(params, grads, pointers_.data(), numel_, copy_out, out16);
+      if (dtype_ == StateDtype::kFp32) {
+        span_.step_span(params, grads, pointers_.data(), numel_, copy_out, out16);
+      } else {
+        span_.step_span(params, grads, spans_.data(), numel_, SpanPlace{0, numel_}, copy_out,
+                        out16);
+      }
     } catch (...) {
       span_.abort_step();  // the step count stays where it was
       throw;
@@ -37,29 +63,42 @@ class FusedShardOptimizer final : public ShardOptimizer {
   int64_t step_count() const override { return span_.step_count(); }
 
   size_t state_bytes() const override {
-    size_t bytes = 0;
-    for (const auto& s : state_) bytes += s.bytes();
-    return bytes;
+    return state_.size() * state_storage_bytes(dtype_, numel_);
   }
 
   std::map<std::string, float*> state_buffers() override {
+    ZOFF_CHECK(dtype_ == StateDtype::kFp32, "optimizer: state_buffers() are float buffers, but ",
+               "the states are ", state_dtype_name(dtype_), ": use stored_state_buffers()");
     std::map<std::string, float*> buffers;
-    for (size_t i = 0; i < state_.size(); ++i) buffers[span_.states()[i].name] = state_[i].data();
+    for (size_t i = 0; i < state_.size(); ++i) buffers[span_.states()[i].name] = pointers_[i];
     return buffers;
+  }
+
+  std::map<std::string, StoredState> stored_state_buffers() override {
+    std::map<std::string, StoredState> stored;
+    for (size_t i = 0; i < state_.size(); ++i) {
+      stored[span_.states()[i].name] = {dtype_, pointers_[i], data_bytes(dtype_, numel_),
+                                        state_[i].scales.data(), state_[i].scales.size()};
+    }
+    return stored;
   }
 
   void set_step_count(int64_t step) override { span_.set_step_count(step); }
 
   std::string name() const override {
+    const std::string states =
+        dtype_ == StateDtype::kFp32 ? "" : ", " + state_dtype_name(dtype_) + " states";
     return span_.options().type + " (fused, " + active_simd_target() + ", " +
-           std::to_string(span_.threads()) + " threads)";
+           std::to_string(span_.threads()) + " threads" + states + ")";
   }
 
  private:
   size_t numel_;
   SpanOptimizer span_;
-  std::vector<AlignedFloats> state_;  // each numel floats, in span_.states() order
-  std::vector<float*> pointers_;
+  StateDtype dtype_;
+  std::vector<OwnedState> state_;  // in span_.states() order
+  std::vector<float*> pointers_;   // state_[i].data as float*, for the fp32 path
+  std::vector<StateSpan> spans_;   // the same with scales, for bf16 / int8
 };
 
 }  // namespace

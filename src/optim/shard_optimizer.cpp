@@ -31,6 +31,10 @@ void validate_options(const OptimizerOptions& o) {
   const bool adam_like = o.type == "adamw" || o.type == "adam";
   ZOFF_CHECK_ARG(adam_like || o.type == "sgd" || o.type == "adagrad", "optimizer: type = '", o.type,
                  "': must be adamw, adam, sgd or adagrad");
+  const StateDtype state_dtype = parse_state_dtype(o.state_dtype);
+  ZOFF_CHECK_ARG(state_dtype == StateDtype::kFp32 || adam_like, "optimizer: state_dtype = '",
+                 o.state_dtype, "': compressed states are for adam and adamw only (type = '",
+                 o.type, "')");
   check_non_negative(o.lr, "lr");
   check_non_negative(o.weight_decay, "weight_decay");
   if (adam_like) {
@@ -69,11 +73,21 @@ void check_step_arguments(const float* params, const float* grads, double lr, Co
 
 }  // namespace detail
 
+std::map<std::string, StoredState> ShardOptimizer::stored_state_buffers() {
+  std::map<std::string, StoredState> stored;
+  for (auto& [name, ptr] : state_buffers()) {
+    stored[name] = {StateDtype::kFp32, ptr, numel() * sizeof(float), nullptr, 0};
+  }
+  return stored;
+}
+
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& options, size_t numel,
                                                      OptimizerBackend backend, int threads) {
   detail::validate_options(options);
   ZOFF_CHECK_ARG(threads >= 1, "optimizer: threads = ", threads, ": must be >= 1");
   if (backend == OptimizerBackend::kTorch) {
+    ZOFF_CHECK_ARG(options.state_dtype == "fp32", "optimizer: state_dtype = '", options.state_dtype,
+                   "' needs the fused backend (the torch backend keeps LibTorch's fp32 states)");
     return detail::make_torch_shard_optimizer(options, numel, threads);
   }
   return detail::make_fused_shard_optimizer(options, numel, threads);

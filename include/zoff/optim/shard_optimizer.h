@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "zoff/optim/state_dtype.h"
+
 namespace zoff::optim {
 
 // What the optimizer writes besides the fp32 master: an optional 16-bit copy of the
@@ -26,6 +28,22 @@ struct OptimizerOptions {
   bool nesterov = false;                   // sgd
   double lr_decay = 0.0;                   // adagrad
   double initial_accumulator_value = 0.0;  // adagrad
+  // adam/adamw, fused backend: how exp_avg and exp_avg_sq are stored between steps,
+  // fp32 | bf16 | int8 (see state_dtype.h). The update runs in fp32 either way.
+  std::string state_dtype = "fp32";
+};
+
+// One named state as stored, for checkpoints and tiers: `bytes` bytes at `data` (fp32: the
+// floats; bf16: bf16 bit patterns, uint16 per element; int8: one code per element, int8_t
+// for exp_avg and uint8_t for exp_avg_sq) and, for int8 only, `num_scales` fp32 block
+// absmax scales (state_blocks(numel), one per kStateBlock elements from element 0).
+// Saving data and scales and copying them back restores the state exactly.
+struct StoredState {
+  StateDtype dtype = StateDtype::kFp32;
+  void* data = nullptr;
+  size_t bytes = 0;
+  float* scales = nullptr;
+  size_t num_scales = 0;
 };
 
 // One optimizer over one flat fp32 span of `numel` parameters (a rank's shard). It owns
@@ -44,7 +62,12 @@ class ShardOptimizer {
   // Named state buffers, each numel floats, plus the step count: for checkpoints. Both
   // backends create their state at construction (the torch backend's pointers alias LibTorch's
   // own state tensors), so the pointers are valid at once and stable for the optimizer's life.
+  // With bf16 or int8 states there are no float buffers: this throws zoff::Error, and
+  // stored_state_buffers() is the way in.
   virtual std::map<std::string, float*> state_buffers() = 0;
+  // The same states in their stored form, whatever the state dtype (fp32: state_buffers()
+  // as bytes). Pointers are valid at once and stable for the optimizer's life.
+  virtual std::map<std::string, StoredState> stored_state_buffers();
   virtual void set_step_count(int64_t step) = 0;
   virtual std::string name() const = 0;
 };
@@ -54,7 +77,7 @@ class ShardOptimizer {
 enum class OptimizerBackend { kFused, kTorch };
 
 // Creates the optimizer for `numel` parameters. Throws zoff::UsageError on an unknown
-// type or a bad hyper-parameter (naming it).
+// type or a bad hyper-parameter (naming it), or compressed states with the torch backend.
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& options, size_t numel,
                                                      OptimizerBackend backend, int threads);
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "zoff/optim/shard_optimizer.h"
+#include "zoff/optim/state_dtype.h"
 #include "zoff/optim/thread_pool.h"
 
 namespace zoff::optim {
@@ -17,6 +18,23 @@ namespace zoff::optim {
 struct StateSpec {
   std::string name;
   float initial = 0.0f;
+};
+
+// One state of a span as stored (see StoredState): `data` points at the span's first
+// element (n floats, n bf16 values or n int8 codes), `scales` (int8 only) at the scale of
+// the span's first block.
+struct StateSpan {
+  void* data = nullptr;
+  float* scales = nullptr;
+};
+
+// Where a span lies in its shard, in elements. Int8 blocks are counted from the shard's
+// element 0, so with int8 states a span starts on a block boundary (begin a multiple of
+// kStateBlock) and ends on one or at the shard's end; cut that way, a streamed step equals
+// the in-memory one bit for bit, as with fp32 states.
+struct SpanPlace {
+  size_t begin = 0;
+  size_t shard_numel = 0;
 };
 
 // The fused kernels of make_shard_optimizer's kFused backend, without owning any state: the
@@ -35,14 +53,21 @@ class SpanOptimizer {
   // The states step_span() takes, in its order (e.g. exp_avg, exp_avg_sq).
   const std::vector<StateSpec>& states() const { return states_; }
   const OptimizerOptions& options() const { return options_; }
+  StateDtype state_dtype() const { return state_dtype_; }
   int threads() const { return pool_.size(); }
 
   // Fixes this step's coefficients: lr (the schedule's value), t = step_count() + 1.
   void begin_step(double lr);
   // Updates n elements: params in place, states[i] (states().size() pointers of n floats),
   // and when copy_out != kNone writes the rounded params to out16 (n elements).
+  // fp32 states only: with bf16 or int8 states it throws zoff::UsageError.
   void step_span(float* params, const float* grads, float* const* states, size_t n,
                  CopyOut copy_out, uint16_t* out16);
+  // The same for states in any state dtype, stored as `states` (states().size() of them)
+  // describe. Throws zoff::UsageError naming the span when `place` does not fit the shard
+  // or the int8 block layout, or when a state pointer is null.
+  void step_span(float* params, const float* grads, const StateSpan* states, size_t n,
+                 SpanPlace place, CopyOut copy_out, uint16_t* out16);
   void end_step();
   // Leaves a step that failed half-way without counting it (the caller restores or
   // refuses to continue; the spans already updated stay updated).
@@ -59,9 +84,15 @@ class SpanOptimizer {
   enum class Kind { kAdam, kSgd, kAdagrad };
   template <class Body>
   void run_split(size_t n, size_t first_aligned, const Body& body);
+  // Like run_split, with inner boundaries on kStateBlock multiples (int8 blocks).
+  template <class Body>
+  void run_split_blocks(size_t n, const Body& body);
+  void step_compressed(float* params, const float* grads, const StateSpan* states, size_t n,
+                       CopyOut copy_out, uint16_t* out16);
 
   OptimizerOptions options_;
   Kind kind_ = Kind::kAdam;
+  StateDtype state_dtype_ = StateDtype::kFp32;
   std::vector<StateSpec> states_;
   ThreadPool pool_;
   int64_t step_ = 0;

@@ -1,0 +1,45 @@
+// Adam / AdamW kernels whose exp_avg and exp_avg_sq are stored compressed (bf16 or int8).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "zoff/optim/kernels.h"
+#include "zoff/optim/state_dtype.h"
+
+namespace zoff::optim {
+
+// The int8 states of one span of n elements (see state_dtype.h for the mappings). Codes are
+// one byte per element; scales are one fp32 absmax per kStateBlock elements, state_blocks(n)
+// of them, block 0 starting at the span's element 0 (the last block may be partial).
+struct Int8AdamStates {
+  int8_t* exp_avg = nullptr;  // n signed codes
+  float* exp_avg_scales = nullptr;
+  uint8_t* exp_avg_sq = nullptr;  // n unsigned codes
+  float* exp_avg_sq_scales = nullptr;
+};
+
+// Fused: one pass over memory per element that decodes m and v, runs exactly the update of
+// fused_adam (same operations, same rounding order: with states that are exactly
+// representable, params and the fp32 m, v before encoding equal fused_adam's bit for bit),
+// encodes m and v again and, when copy_out != kNone, writes the params as bf16 / fp16 to
+// out16. Single-threaded; pointers need no alignment. Dispatched like fused_adam.
+// The int8 kernel works block by block: it keeps the block's new m and v (2 x 8 KiB) in
+// fp32 scratch until the block's absmax is known, then encodes them from there (L1).
+void fused_adam_bf16_states(const AdamCoefficients& c, float* params, const float* grads,
+                            uint16_t* exp_avg, uint16_t* exp_avg_sq, size_t n, CopyOut copy_out,
+                            uint16_t* out16);
+void fused_adam_int8_states(const AdamCoefficients& c, float* params, const float* grads,
+                            const Int8AdamStates& states, size_t n, CopyOut copy_out,
+                            uint16_t* out16);
+
+// Plain scalar references: decode with the scalar codecs, update with reference_adam,
+// encode. The fused kernels equal them bit for bit on every SIMD target.
+void reference_adam_bf16_states(const AdamCoefficients& c, float* params, const float* grads,
+                                uint16_t* exp_avg, uint16_t* exp_avg_sq, size_t n, CopyOut copy_out,
+                                uint16_t* out16);
+void reference_adam_int8_states(const AdamCoefficients& c, float* params, const float* grads,
+                                const Int8AdamStates& states, size_t n, CopyOut copy_out,
+                                uint16_t* out16);
+
+}  // namespace zoff::optim

@@ -1,0 +1,83 @@
+// Storage formats of optimizer states: names, sizes and the scalar int8 codecs.
+#include "zoff/optim/state_dtype.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "zoff/core/error.h"
+
+namespace zoff::optim {
+namespace {
+
+// Round to nearest even of y in [0, max] (NaN and anything above saturate to max).
+float round_code(float y, float max) {
+  if (!(y <= max)) y = max;
+  return std::nearbyint(y);  // the default rounding mode: nearest, ties to even
+}
+
+}  // namespace
+
+StateDtype parse_state_dtype(const std::string& name) {
+  if (name == "fp32") return StateDtype::kFp32;
+  if (name == "bf16") return StateDtype::kBf16;
+  if (name == "int8") return StateDtype::kInt8;
+  throw UsageError("optimizer: state_dtype = '" + name + "': must be fp32, bf16 or int8");
+}
+
+std::string state_dtype_name(StateDtype dtype) {
+  switch (dtype) {
+    case StateDtype::kFp32:
+      return "fp32";
+    case StateDtype::kBf16:
+      return "bf16";
+    case StateDtype::kInt8:
+      return "int8";
+  }
+  return "unknown";
+}
+
+size_t state_storage_bytes(StateDtype dtype, size_t n) {
+  switch (dtype) {
+    case StateDtype::kFp32:
+      return n * sizeof(float);
+    case StateDtype::kBf16:
+      return n * sizeof(uint16_t);
+    case StateDtype::kInt8:
+      return n + state_blocks(n) * sizeof(float);
+  }
+  return 0;
+}
+
+float block_inv_scale(float scale) {
+  const float inv = 1.0f / scale;
+  return scale > 0.0f && inv < INFINITY ? inv : 0.0f;
+}
+
+int8_t encode_signed(float x, float inv_scale) {
+  const float r = round_code(std::sqrt(std::fabs(x * inv_scale)) * 127.0f, 127.0f);
+  return static_cast<int8_t>(std::copysign(r, x * inv_scale));
+}
+
+float decode_signed(int8_t q, float scale) {
+  const float r = static_cast<float>(q) * kInvSignedMax;
+  return r * std::fabs(r) * scale;
+}
+
+uint8_t encode_unsigned(float x, float inv_scale) {
+  return static_cast<uint8_t>(round_code(std::sqrt(std::sqrt(x * inv_scale)) * 255.0f, 255.0f));
+}
+
+float decode_unsigned(uint8_t q, float scale) {
+  const float r = static_cast<float>(q) * kInvUnsignedMax;
+  const float r2 = r * r;
+  return r2 * r2 * scale;
+}
+
+float bf16_to_float(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float x;
+  std::memcpy(&x, &wide, sizeof x);
+  return x;
+}
+
+}  // namespace zoff::optim
