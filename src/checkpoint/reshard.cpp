@@ -26,12 +26,6 @@
 namespace zoff::checkpoint {
 namespace {
 
-std::string describe_shape(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 struct Piece {
   int old_rank = 0;
   int64_t old_pos = 0;  // in the old rank's shard space
@@ -163,8 +157,8 @@ void check_same_parameters(const CheckpointInfo& info, const engine::ZeroEngine&
     auto it = old_slots.find(s.name);
     ZOFF_CHECK_ARG(it != old_slots.end(), where, " has no parameter ", s.name);
     ZOFF_CHECK_ARG(it->second->shape == s.shape, where, ": parameter ", s.name, " is ",
-                   describe_shape(it->second->shape), ", this model's is ",
-                   describe_shape(s.shape));
+                   torch::IntArrayRef(it->second->shape), ", this model's is ",
+                   torch::IntArrayRef(s.shape));
   }
 }
 
