@@ -117,12 +117,13 @@ torch::Tensor SafetensorsFile::read(const std::string& name) const {
   return t;
 }
 
-void load_module_from_safetensors(torch::nn::Module& module, const std::string& path) {
-  SafetensorsFile file(path);
-  std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  for (auto& item : module.named_parameters()) tensors.emplace_back(item.key(), item.value());
-  for (auto& item : module.named_buffers()) tensors.emplace_back(item.key(), item.value());
-  // Names and shapes both ways, before anything changes.
+namespace {
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// Every module tensor is in the file with its shape, and every file tensor in the module.
+void check_against_module(const SafetensorsFile& file, const NamedTensors& tensors) {
+  const std::string& path = file.path();
   std::set<std::string> in_module;
   for (const auto& [name, t] : tensors) {
     ZOFF_CHECK_ARG(file.contains(name), "--init-from ", path, " has no tensor '", name,
@@ -136,8 +137,38 @@ void load_module_from_safetensors(torch::nn::Module& module, const std::string& 
     ZOFF_CHECK_ARG(in_module.count(name) == 1, "--init-from ", path, " has tensor ", name,
                    ", which the model does not have");
   }
+}
+
+NamedTensors named_tensors(torch::nn::Module& module, bool parameters, bool buffers) {
+  NamedTensors tensors;
+  if (parameters) {
+    for (auto& item : module.named_parameters()) tensors.emplace_back(item.key(), item.value());
+  }
+  if (buffers) {
+    for (auto& item : module.named_buffers()) tensors.emplace_back(item.key(), item.value());
+  }
+  return tensors;
+}
+
+}  // namespace
+
+void load_module_from_safetensors(torch::nn::Module& module, const std::string& path) {
+  SafetensorsFile file(path);
+  auto tensors = named_tensors(module, true, true);
+  check_against_module(file, tensors);  // names and shapes both ways, before anything changes
   torch::NoGradGuard no_grad;
   for (auto& [name, t] : tensors) t.copy_(file.read(name));
+}
+
+unit::ParamInit safetensors_param_init(torch::nn::Module& module, const std::string& path) {
+  auto file = std::make_shared<SafetensorsFile>(path);
+  check_against_module(*file, named_tensors(module, true, true));
+  torch::NoGradGuard no_grad;
+  for (auto& [name, t] : named_tensors(module, false, true)) t.copy_(file->read(name));
+  return [file](const std::string& name, torch::Tensor values) {
+    torch::NoGradGuard no_grad;
+    values.copy_(file->read(name));
+  };
 }
 
 }  // namespace zoff::checkpoint

@@ -50,7 +50,12 @@ UnitGatherer::UnitGatherer(
     unit.whole =
         std::make_unique<partition::FlatBuffer>(unit.slots, lu.padded_numel, dtype, torch::kCPU);
     unit.persistent = lu.padded_numel < options_.persistence_threshold;
-    live_ += unit.persistent ? 0 : lu.padded_numel;
+    if (options_.start_released && !unit.persistent) {
+      free_storage(unit.whole->flat());
+      unit.state = State::kReleased;
+    } else {
+      live_ += unit.persistent ? 0 : lu.padded_numel;
+    }
   }
   peak_live_ = live_;
 }
@@ -67,14 +72,21 @@ UnitGatherer::~UnitGatherer() {
 }
 
 void UnitGatherer::bind_parameters(const std::vector<torch::Tensor>& params) {
-  for (auto& unit : units_) unit.whole->bind_parameters(params);
+  for (auto& unit : units_) {
+    // Views are checked against their storage's size: a released unit gets its memory
+    // (untouched, so no RSS) while its parameters become views of it.
+    const bool released = unit.state == State::kReleased;
+    if (released) allocate_storage(unit.whole->flat());
+    unit.whole->bind_parameters(params);
+    if (released) free_storage(unit.whole->flat());
+  }
 }
 
 void UnitGatherer::fill_unit(size_t u, const torch::Tensor& values) {
   torch::NoGradGuard no_grad;
   auto& unit = units_[u];
   const auto& lu = layout_.units()[u];
-  unit.whole->flat().copy_(values);
+  if (unit.state != State::kReleased) unit.whole->flat().copy_(values);
   pieces_->fill(u, values.narrow(0, comm_->rank() * lu.shard_size, lu.shard_size));
 }
 

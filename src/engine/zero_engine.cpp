@@ -1,6 +1,7 @@
 // ZeroEngine: setup of units, precision and tiers; backward; the step and its publication.
 #include "zoff/engine/zero_engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -8,6 +9,7 @@
 
 #include "zoff/config/lr_schedule.h"
 #include "zoff/core/error.h"
+#include "zoff/core/heap_policy.h"
 
 namespace zoff::engine {
 namespace {
@@ -60,6 +62,13 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
   plan_ = plan_units(*module_);
   ZOFF_CHECK_ARG(!plan_.trainable.empty(), "the module has no trainable parameters");
   check_cpu_module(plan_);
+  check_deferred();
+  deferred_ = std::any_of(plan_.trainable.begin(), plan_.trainable.end(),
+                          [](const auto& item) { return unit::is_deferred(item.second); });
+  // With the parameters on disk peak RSS is what the run is about: units' buffers go back
+  // to the kernel when released (heap_policy.h; not for in-memory runs, whose speed the
+  // heap's reuse of freed blocks helps).
+  if (config_.zero.offload_param.device == "nvme") return_large_frees_to_kernel();
   for (auto& [name, t] : plan_.trainable) {
     ZOFF_CHECK_ARG(t.scalar_type() == torch::kFloat32, "parameter ", name, " is ", t.scalar_type(),
                    ": hand the engine an fp32 module (it makes the 16-bit copy itself)");
@@ -164,6 +173,7 @@ void ZeroEngine::setup_buffers() {
     go.prefetch_elems = config_.zero.stage3_prefetch_bucket_size;
     go.max_live_elems = config_.zero.stage3_max_live_parameters;
     go.persistence_threshold = config_.zero.stage3_param_persistence_threshold;
+    go.start_released = deferred_;
     gatherer_ = std::make_unique<UnitGatherer>(*layout_, plan_.module_units, make_unit_pieces(),
                                                compute_dtype_, comm_, go);
   }
@@ -277,10 +287,32 @@ torch::Tensor ZeroEngine::unit_values_fp32(size_t u) const {
                              torch::TensorOptions().dtype(torch::kFloat32).device(compute_device_));
   for (size_t s : unit.slots) {
     const auto& slot = layout_->slots()[s];
-    values.narrow(0, slot.offset - unit.offset, slot.numel)
-        .copy_(trainable_[slot.module_index].detach().reshape({-1}));
+    auto dst = values.narrow(0, slot.offset - unit.offset, slot.numel);
+    const torch::Tensor& param = trainable_[slot.module_index];
+    if (unit::is_deferred(param)) {
+      options_.param_init(plan_.trainable[slot.module_index].first, dst.view(param.sizes()));
+    } else {
+      dst.copy_(param.detach().reshape({-1}));
+    }
   }
   return values;
+}
+
+// Deferred trainable parameters need options.param_init; frozen parameters and buffers
+// are kept whole on every rank from the module's own values, so they cannot be deferred.
+void ZeroEngine::check_deferred() const {
+  for (const auto& [name, t] : plan_.trainable) {
+    ZOFF_CHECK_ARG(!unit::is_deferred(t) || options_.param_init, "engine: parameter ", name,
+                   " has no values (deferred by unit::defer_parameters) and "
+                   "EngineOptions::param_init is not set");
+  }
+  for (const auto* group : {&plan_.frozen, &plan_.buffers}) {
+    for (const auto& [name, t] : *group) {
+      ZOFF_CHECK_ARG(!unit::is_deferred(t), "engine: ", name,
+                     " is frozen (or a buffer) and deferred: only trainable parameters can "
+                     "be deferred; build it with its values");
+    }
+  }
 }
 
 // Every rank starts from rank 0's weights, whatever its own initialisation did. Unit by

@@ -1,9 +1,14 @@
 // The GPT modules: causal attention, pre-LN blocks, the tied-head language model.
 #include "zoff/models/gpt.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
+#include <limits>
+#include <memory>
 
 #include "zoff/core/error.h"
+#include "zoff/data/splitmix64.h"
 #include "zoff/unit/activation_checkpoint.h"
 #include "zoff/unit/unit_call.h"
 
@@ -61,31 +66,77 @@ torch::Tensor GptBlockImpl::forward(torch::Tensor x) {
   return x + maybe_dropout(mlp_proj(torch::gelu(fc(ln_2(x)))), dropout_, is_training());
 }
 
-GptImpl::GptImpl(const GptConfig& config) : config_(config) {
+GptImpl::GptImpl(const GptConfig& config, GptInit init) : config_(config) {
   validate(config_);
+  // Drawn before any submodule exists, so eager and deferred models take the same seed.
+  init_seed_ = static_cast<uint64_t>(
+      torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kInt64).item<int64_t>());
+  const bool deferred = init == GptInit::kDeferred;
+  // Each child's values are dropped as soon as it exists: one block in memory at a time.
+  auto keep = [deferred](torch::nn::Module& m) {
+    if (deferred) unit::defer_parameters(m);
+  };
   wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
+  keep(*wte);
   wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
+  keep(*wpe);
   blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int64_t l = 0; l < config.n_layer; ++l) blocks->push_back(GptBlock(config));
+  for (int64_t l = 0; l < config.n_layer; ++l) {
+    blocks->push_back(GptBlock(config));
+    keep(*blocks[l]);
+  }
   ln_f = register_module("ln_f", layer_norm(config.n_embd));
-  init_weights();
+  keep(*ln_f);
+  if (deferred) return;
+  const auto fill = initializer();
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters()) fill(item.key(), item.value());
 }
 
-void GptImpl::init_weights() {
-  torch::NoGradGuard no_grad;
+std::map<std::string, GptImpl::ParamStart> GptImpl::plan_init() const {
   const double resid_std = kInitStd / std::sqrt(2.0 * double(config_.n_layer));
-  torch::nn::init::normal_(wte->weight, 0.0, kInitStd);
-  torch::nn::init::normal_(wpe->weight, 0.0, kInitStd);
-  for (const auto& module : *blocks) {
-    auto* block = module->as<GptBlockImpl>();
-    for (auto* linear : {block->attn->qkv.get(), block->attn->proj.get(), block->fc.get(),
-                         block->mlp_proj.get()}) {
-      const bool residual = linear == block->attn->proj.get() || linear == block->mlp_proj.get();
-      torch::nn::init::normal_(linear->weight, 0.0, residual ? resid_std : kInitStd);
-      torch::nn::init::zeros_(linear->bias);
+  std::map<std::string, ParamStart> plan;
+  uint64_t index = 0;
+  auto add = [&](const std::string& name, double std, double fill) {
+    plan[name] = ParamStart{index++, std, fill};
+  };
+  add("wte.weight", kInitStd, 0.0);
+  add("wpe.weight", kInitStd, 0.0);
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    for (const char* ln : {"ln_1.", "ln_2."}) {
+      add(b + ln + "weight", 0.0, 1.0);
+      add(b + ln + "bias", 0.0, 0.0);
+    }
+    for (const char* linear : {"attn.qkv.", "attn.proj.", "fc.", "mlp_proj."}) {
+      const bool residual =
+          std::string(linear) == "attn.proj." || std::string(linear) == "mlp_proj.";
+      add(b + linear + "weight", residual ? resid_std : kInitStd, 0.0);
+      add(b + linear + "bias", 0.0, 0.0);
     }
   }
-  // LayerNorms already start at weight 1, bias 0.
+  add("ln_f.weight", 0.0, 1.0);
+  add("ln_f.bias", 0.0, 0.0);
+  return plan;
+}
+
+unit::ParamInit GptImpl::initializer() const {
+  auto plan = std::make_shared<const std::map<std::string, ParamStart>>(plan_init());
+  const uint64_t seed = init_seed_;
+  return [plan, seed](const std::string& name, torch::Tensor values) {
+    const auto it = plan->find(name);
+    ZOFF_CHECK_ARG(it != plan->end(), "gpt: no parameter named ", name);
+    torch::NoGradGuard no_grad;
+    const ParamStart& start = it->second;
+    if (start.std == 0.0) {
+      values.fill_(start.fill);
+      return;
+    }
+    // A generator per parameter: its values do not depend on what was drawn before.
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(
+        data::SplitMix64(seed ^ (start.stream * 0x9E3779B97F4A7C15ull)).next());
+    values.normal_(0.0, start.std, gen);
+  };
 }
 
 torch::Tensor GptImpl::forward(const torch::Tensor& idx) {

@@ -38,6 +38,7 @@ std::string StepLog::to_json(const StepRecord& r) {
   if (r.tokens_per_s > 0) j["tokens_per_s"] = r.tokens_per_s;
   if (r.loss_scale > 0) j["loss_scale"] = r.loss_scale;
   if (r.skipped) j["skipped"] = true;
+  if (r.peak_rss > 0) j["peak_rss"] = r.peak_rss;
   j["mem"] = {{"params", r.mem.params()},
               {"grads", r.mem.grads()},
               {"optim", r.mem.optim()},

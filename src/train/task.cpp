@@ -48,16 +48,18 @@ class MlpTask : public Task {
 class GptTask : public Task {
  public:
   GptTask(const std::string& preset, bool activation_checkpointing, int64_t eval_batch,
-          const std::string& data_path, int64_t context)
+          const std::string& data_path, int64_t context, bool deferred)
       : eval_batch_(eval_batch) {
     ZOFF_CHECK_ARG(eval_batch >= 1, "gpt: evaluation batch = ", eval_batch, ": must be >= 1");
     auto cfg = models::gpt_preset(preset.empty() ? "tiny" : preset, context);
     split_ = data::load_fortunes(data_path.empty() ? data::kFortunesDefaultDir : data_path,
                                  cfg.block_size);
-    model_ = models::Gpt(cfg);
+    model_ = models::Gpt(cfg, deferred ? models::GptInit::kDeferred : models::GptInit::kEager);
     model_->set_activation_checkpointing(activation_checkpointing);
+    if (deferred) param_init_ = model_->initializer();
   }
   std::string name() const override { return "gpt"; }
+  unit::ParamInit param_init() const override { return param_init_; }
   std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
   const data::Dataset& train_set() const override { return *split_.train; }
   torch::Tensor loss(const data::Batch& b) override {
@@ -89,6 +91,7 @@ class GptTask : public Task {
   int64_t eval_batch_;
   data::FortunesSplit split_;
   models::Gpt model_{nullptr};
+  unit::ParamInit param_init_;
 };
 
 // Image classification on Fashion-MNIST; accuracy on the 10k test images.
@@ -147,7 +150,8 @@ std::unique_ptr<Task> make_task(const TaskOptions& options) {
   }
   if (options.model == "gpt") {
     return std::make_unique<GptTask>(options.preset, options.activation_checkpointing,
-                                     options.eval_batch, options.data_path, options.context);
+                                     options.eval_batch, options.data_path, options.context,
+                                     options.deferred_init);
   }
   ZOFF_CHECK_ARG(!options.activation_checkpointing, "activation checkpointing: model '",
                  options.model, "' has no blocks to checkpoint (gpt has)");

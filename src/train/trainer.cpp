@@ -19,6 +19,7 @@
 #include "zoff/core/error.h"
 #include "zoff/core/limits.h"
 #include "zoff/core/output_path.h"
+#include "zoff/core/process_memory.h"
 #include "zoff/data/distributed_sampler.h"
 #include "zoff/dist/heartbeat.h"
 #include "zoff/dist/launcher.h"
@@ -237,13 +238,24 @@ void check_options(const TrainOptions& o) {
 }
 
 // --init-from: the module's weights from a safetensors file or a checkpoint directory,
-// tensor by tensor, before the engine shards them (every rank reads the same values).
-void load_initial_weights(torch::nn::Module& module, const std::string& path) {
+// tensor by tensor, before the engine shards them (every rank reads the same values). A
+// deferred module (placeholders) gets them from the file as the engine values each unit.
+void load_initial_weights(Task& task, const std::string& path, unit::ParamInit* param_init) {
   if (std::filesystem::is_directory(path)) {
-    checkpoint::load_module_from_checkpoint(module, path);
+    checkpoint::load_module_from_checkpoint(*task.module(), path);
+  } else if (*param_init) {
+    *param_init = checkpoint::safetensors_param_init(*task.module(), path);
   } else {
-    checkpoint::load_module_from_safetensors(module, path);
+    checkpoint::load_module_from_safetensors(*task.module(), path);
   }
+}
+
+// The engine builds a gpt unit by unit from placeholders (never the whole fp32 model in
+// memory); the plain-LibTorch reference and --init-from a checkpoint directory (read
+// into a whole module) build it eagerly.
+bool defer_model(const TrainOptions& o) {
+  return o.model == "gpt" && !o.reference &&
+         (o.init_from.empty() || !std::filesystem::is_directory(o.init_from));
 }
 
 }  // namespace
@@ -274,10 +286,11 @@ TrainSummary run_training(const TrainOptions& o) {
     heartbeat = std::make_unique<dist::Heartbeat>(
         world, dist::HeartbeatOptions{std::chrono::seconds(o.heartbeat_timeout_s), {}});
   }
-  auto task = make_task({o.model, o.preset, o.seed,
-                         o.activation_checkpointing || cfg.activation_checkpointing,
-                         cfg.train_micro_batch_size_per_gpu, o.data_path, o.context});
-  if (!o.init_from.empty()) load_initial_weights(*task->module(), o.init_from);
+  auto task = make_task(
+      {o.model, o.preset, o.seed, o.activation_checkpointing || cfg.activation_checkpointing,
+       cfg.train_micro_batch_size_per_gpu, o.data_path, o.context, defer_model(o)});
+  unit::ParamInit param_init = task->param_init();
+  if (!o.init_from.empty()) load_initial_weights(*task, o.init_from, &param_init);
   data::DistributedSampler sampler(task->train_set().size(), cfg.train_batch_size, o.seed);
 
   std::unique_ptr<Stepper> stepper;
@@ -288,6 +301,7 @@ TrainSummary run_training(const TrainOptions& o) {
     eo.optimizer_backend = o.optimizer_backend == "torch" ? optim::OptimizerBackend::kTorch
                                                           : optim::OptimizerBackend::kFused;
     eo.optimizer_threads = threads;
+    eo.param_init = param_init;
     stepper = std::make_unique<EngineStepper>(task->module(), cfg, comm, eo);
   }
   const bool forward_is_collective =
@@ -365,6 +379,7 @@ TrainSummary run_training(const TrainOptions& o) {
     rec.samples_per_s = static_cast<double>(cfg.train_batch_size) / dt;
     rec.tokens_per_s = rec.samples_per_s * static_cast<double>(task->tokens_per_sample());
     rec.mem = stepper->memory();
+    rec.peak_rss = peak_rss_bytes();
     ZOFF_CHECK(std::isfinite(rec.loss) || rec.skipped, "step ", rec.step, ": loss is ", rec.loss);
     log.write_step(rec);
     summary.final_loss = rec.loss;

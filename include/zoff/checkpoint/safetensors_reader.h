@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "zoff/unit/deferred_init.h"
+
 namespace zoff::checkpoint {
 
 class SafetensorsFile {
@@ -51,5 +53,12 @@ class SafetensorsFile {
 // every file tensor in the module; otherwise a zoff::UsageError naming it, with the module
 // untouched.
 void load_module_from_safetensors(torch::nn::Module& module, const std::string& path);
+
+// The same checks, then the module's buffers are copied and, instead of copying the
+// parameters, returns their values as a unit::ParamInit (EngineOptions::param_init) for a
+// module whose parameters are placeholders (unit::defer_parameters): each parameter is
+// read from the file when the engine values its unit. The returned function keeps the
+// file open.
+unit::ParamInit safetensors_param_init(torch::nn::Module& module, const std::string& path);
 
 }  // namespace zoff::checkpoint

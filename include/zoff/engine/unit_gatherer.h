@@ -21,6 +21,11 @@ struct UnitGathererOptions {
   int64_t prefetch_elems = 50000000;       // stage3_prefetch_bucket_size
   int64_t max_live_elems = 1000000000;     // stage3_max_live_parameters
   int64_t persistence_threshold = 100000;  // stage3_param_persistence_threshold
+  // Start with every unit released (its values only in the pieces) instead of whole: for
+  // a model built without its values (unit/deferred_init.h), whose whole 16-bit copy may not
+  // fit in memory. Then every unit must run through zoff::with_unit: a unit that does not is
+  // never gathered, and LibTorch refuses to read its parameters ("data is not allocated").
+  bool start_released = false;
 };
 
 // Every rank keeps its piece of each unit in `pieces` (compute dtype: a host tensor, or a
@@ -44,8 +49,8 @@ class UnitGatherer final : public unit::UnitHooks {
  public:
   enum class State { kReleased, kGathering, kGathered };
 
-  // One whole buffer per unit (`dtype`, host memory). Fill every unit, then bind the
-  // parameters.
+  // One whole buffer per unit (`dtype`, host memory; without storage when
+  // options.start_released). Fill every unit, then bind the parameters.
   UnitGatherer(const partition::ModelLayout& layout,
                std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units,
                std::unique_ptr<UnitPieces> pieces, torch::ScalarType dtype, dist::CommPtr comm,

@@ -25,6 +25,7 @@
 #include "zoff/partition/flat_buffer.h"
 #include "zoff/partition/flat_layout.h"
 #include "zoff/partition/model_layout.h"
+#include "zoff/unit/deferred_init.h"
 
 namespace zoff::engine {
 
@@ -33,6 +34,10 @@ struct EngineOptions {
   // optimizers on the shard as the reference path).
   optim::OptimizerBackend optimizer_backend = optim::OptimizerBackend::kFused;
   int optimizer_threads = 1;
+  // Values of parameters the module holds as placeholders (unit::defer_parameters): the
+  // engine calls it unit by unit into its staging buffer, so a model larger than RAM is
+  // never whole in memory. Needed exactly when some trainable parameter is deferred.
+  unit::ParamInit param_init;
 };
 
 // One fp32 section of a rank's checkpointed state ("master", "exp_avg", ...): `numel`
@@ -157,6 +162,7 @@ class ZeroEngine {
   void tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, float** out32);
   void load_unit_values();
   torch::Tensor unit_values_fp32(size_t unit) const;
+  void check_deferred() const;
   void setup_reducer();
   void setup_delayed_update();
   bool any_overflow(const torch::Tensor& grads);
@@ -198,8 +204,9 @@ class ZeroEngine {
   torch::Tensor master_;
   bool master_is_params_ = false;  // master_ is the compute parameters themselves
   std::unique_ptr<GradReducer> reducer_;
-  std::unique_ptr<optim::ShardOptimizer> optimizer_;   // in memory (not with nvme)
-  std::unique_ptr<offload::Tier> nvme_;                // offload_optimizer.device = nvme
+  std::unique_ptr<optim::ShardOptimizer> optimizer_;  // in memory (not with nvme)
+  std::unique_ptr<offload::Tier> nvme_;               // offload_optimizer.device = nvme
+  bool deferred_ = false;  // the module came with placeholders (EngineOptions::param_init)
   std::unique_ptr<TieredOptimizer> tiered_;            // master and states in nvme_
   std::unique_ptr<offload::Tier> nvme_params_;         // offload_param.device = nvme
   std::unique_ptr<offload::TierRegion> param_region_;  // this rank's unit pieces in it

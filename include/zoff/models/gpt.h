@@ -5,7 +5,12 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
+#include <map>
+#include <string>
+
 #include "zoff/models/gpt_config.h"
+#include "zoff/unit/deferred_init.h"
 
 namespace zoff::models {
 
@@ -47,13 +52,23 @@ TORCH_MODULE(GptBlock);
 // gpt_param_count(config). Nothing is cached outside the registered parameters: replacing
 // their storage (set_data to views of a flat buffer, conversion to bf16) is safe.
 //
-// Initialization, drawn from LibTorch's global generator (seed it with torch::manual_seed):
-// Linear and Embedding weights ~ N(0, 0.02), residual projections (attention proj, MLP proj)
-// ~ N(0, 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weight 1 and bias 0.
+// Initialization: Linear and Embedding weights ~ N(0, 0.02), residual projections
+// (attention proj, MLP proj) ~ N(0, 0.02 / sqrt(2 n_layer)), biases 0, LayerNorm weight 1
+// and bias 0. Each parameter draws from a generator of its own, seeded from one 64-bit
+// seed taken from LibTorch's global generator at construction (seed that with
+// torch::manual_seed) and the parameter's index: its values do not depend on the order
+// parameters are initialized in, so a deferred model valued unit by unit by the engine
+// (initializer()) gets bit for bit the values an eager one gets.
+enum class GptInit {
+  kEager,     // parameters hold their initial values
+  kDeferred,  // placeholders without memory (unit::defer_parameters); values: initializer()
+};
+
 class GptImpl : public torch::nn::Module {
  public:
-  // Validates the config (zoff::UsageError on a bad field).
-  explicit GptImpl(const GptConfig& config);
+  // Validates the config (zoff::UsageError on a bad field). kDeferred builds each block and
+  // drops its values at once, so construction holds at most one block's parameters.
+  explicit GptImpl(const GptConfig& config, GptInit init = GptInit::kEager);
 
   // idx int64 [B, T] of tokens in [0, vocab), 1 <= T <= block_size -> logits [B, T, vocab]
   // in the parameters' dtype. A bad shape or T is a zoff::UsageError.
@@ -64,6 +79,10 @@ class GptImpl : public torch::nn::Module {
   // of kept (zoff::activation_checkpoint); less memory, one more forward per block. Off by default.
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
+  // The initial values of a parameter by name (as named_parameters() names it), for
+  // EngineOptions::param_init: the same values the eager model starts with. Holds no
+  // reference to the module.
+  unit::ParamInit initializer() const;
 
   torch::nn::Embedding wte{nullptr};  // [vocab, C], also the lm head
   torch::nn::Embedding wpe{nullptr};  // [block_size, C]
@@ -71,8 +90,15 @@ class GptImpl : public torch::nn::Module {
   torch::nn::LayerNorm ln_f{nullptr};
 
  private:
-  void init_weights();
+  // How one parameter starts: N(0, std) when std > 0, else the constant `fill`.
+  struct ParamStart {
+    uint64_t stream = 0;  // the parameter's index: its generator's seed with init_seed_
+    double std = 0.0;
+    double fill = 0.0;
+  };
+  std::map<std::string, ParamStart> plan_init() const;
   GptConfig config_;
+  uint64_t init_seed_ = 0;
   bool activation_checkpointing_ = false;
 };
 TORCH_MODULE(Gpt);

@@ -20,6 +20,9 @@ struct StepRecord {
   bool skipped = false;       // fp16 overflow: no update this step
   double loss_scale = 0.0;    // fp16 only
   engine::MemoryStats mem;
+  // This process's peak resident memory so far (VmHWM), bytes: everything, not only
+  // model states (LibTorch, activations, I/O buffers). 0 = not known.
+  int64_t peak_rss = 0;
 };
 
 // Writes lines as they come (flushed each time, so a killed run keeps its log). An empty

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "zoff/data/dataset.h"
+#include "zoff/unit/deferred_init.h"
 
 namespace zoff::train {
 
@@ -29,6 +30,9 @@ class Task {
   virtual std::string sample(const std::string& prompt, int64_t tokens, uint64_t seed) {
     return "";
   }
+  // With TaskOptions::deferred_init, the values of the module's placeholder parameters
+  // (unit/deferred_init.h), for EngineOptions::param_init; empty when nothing is deferred.
+  virtual unit::ParamInit param_init() const { return {}; }
 };
 
 struct TaskOptions {
@@ -46,6 +50,10 @@ struct TaskOptions {
   std::string data_path = "";
   // gpt: tokens per training window instead of the preset's context (0 keeps it).
   int64_t context = 0;
+  // gpt: build the module without its values (placeholders, one block in memory at a time
+  // during construction); param_init() makes them, bit for bit the eager model's. Other
+  // models ignore it (they are small).
+  bool deferred_init = false;
 };
 
 // Builds the task; an unknown model or preset is a UsageError listing the valid names.
