@@ -121,7 +121,7 @@ std::vector<StateSection> ZeroEngine::state_sections() {
       t->write(r, static_cast<size_t>(offset), static_cast<size_t>(n), src);
     };
     out.push_back(std::move(s));
-    if (r > 0 && tiered_->scales(r - 1) != nullptr) {  // int8: the scales, in host memory
+    if (r > 0 && tiered_->has_scales()) {  // int8: the scales, in host memory
       out.push_back(memory_section(names[r] + ".scales", "F32",
                                    static_cast<int64_t>(tiered_->num_scales()),
                                    tiered_->scales(r - 1)));

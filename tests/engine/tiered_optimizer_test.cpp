@@ -160,7 +160,7 @@ StoredOutcome tiered_stored(offload::Tier& tier, const optim::OptimizerOptions& 
   for (size_t i = 1; i < opt.region_names().size(); ++i) {
     r.states.emplace_back(kNumel * opt.region_element_bytes(i));
     opt.read(i, 0, kNumel, r.states.back().data());
-    if (opt.scales(i - 1) != nullptr) {
+    if (opt.has_scales()) {
       r.scales.emplace_back(opt.scales(i - 1), opt.scales(i - 1) + opt.num_scales());
     }
   }

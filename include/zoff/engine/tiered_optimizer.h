@@ -123,8 +123,9 @@ class TieredOptimizer {
   void write(size_t region, size_t offset, size_t n, const void* src);
   size_t region_element_bytes(size_t region) const { return region == 0 ? 4 : state_bytes_; }
   // Int8 states: state `state`'s block scales (optim::state_blocks(numel()) floats, host
-  // memory); nullptr otherwise.
-  float* scales(size_t state) { return scales_.empty() ? nullptr : scales_[state].data(); }
+  // memory).
+  bool has_scales() const { return !scales_.empty(); }
+  float* scales(size_t state) { return scales_.at(state).data(); }
   size_t num_scales() const { return scales_.empty() ? 0 : scales_.front().size(); }
 
   size_t numel() const { return numel_; }
