@@ -26,6 +26,7 @@ struct EstimateArgs {
   int64_t nodes = 1;
   std::string offload = "none";
   std::string precision = "bf16";
+  std::string state_dtype = "fp32";
   int64_t live_params = -1;  // -1: two gpt blocks for --model gpt, else 0
   bool json = false;
 };
@@ -57,6 +58,7 @@ void run_estimate(const EstimateArgs& a, const estimate::PresetParamCount& prese
   o.nodes = a.nodes;
   o.offload = estimate::parse_offload(a.offload);
   o.precision = estimate::parse_precision(a.precision);
+  o.state_dtype = estimate::parse_state_dtype(a.state_dtype);
   ZOFF_CHECK_ARG(a.live_params >= -1, "--live-params ", a.live_params, ": must be >= 0");
   o.live_params = default_live_params(a);
   const estimate::MemoryEstimate m = estimate::estimate_memory(o);
@@ -75,6 +77,8 @@ void add_estimate(CLI::App& root, int& exit_code) {
   cmd->add_option("--nodes", args->nodes, "Nodes; must divide --ranks (default 1)");
   cmd->add_option("--offload", args->offload, "Optimizer offload: none|cpu|nvme (default none)");
   cmd->add_option("--precision", args->precision, "fp32|bf16|fp16 (default bf16)");
+  cmd->add_option("--state-dtype", args->state_dtype,
+                  "Adam state storage: fp32|bf16|int8 (optimizer.state_dtype, default fp32)");
   cmd->add_option("--live-params", args->live_params,
                   "Stage 3: elements of units whole at once (default: 2 blocks for gpt)");
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");

@@ -21,6 +21,7 @@
 #include "zoff/checkpoint/step_directory.h"
 #include "zoff/config/config_json.h"
 #include "zoff/core/error.h"
+#include "zoff/optim/state_dtype.h"
 
 namespace zoff::checkpoint {
 namespace {
@@ -30,6 +31,16 @@ using ojson = nlohmann::ordered_json;
 
 std::string join(const std::string& dir, const std::string& name) {
   return (fs::path(dir) / name).string();
+}
+
+// Elements of a state section over a shard of `shard_size` elements: int8 scales
+// ("<state>.scales") have one per optim::kStateBlock elements, everything else one each.
+int64_t state_section_numel(const std::string& name, int64_t shard_size) {
+  const std::string suffix = ".scales";
+  const bool scales = name.size() > suffix.size() &&
+                      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return scales ? static_cast<int64_t>(optim::state_blocks(static_cast<size_t>(shard_size)))
+                : shard_size;
 }
 
 std::string rank_file_name(int rank) { return "rank_" + std::to_string(rank) + ".bin"; }
@@ -86,7 +97,7 @@ uint32_t meta_checksum(ojson j) {
 }
 
 std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInfo& run,
-                           const std::vector<std::string>& state_names,
+                           const std::vector<engine::StateSection>& states,
                            const std::vector<RankFileEntry>& files) {
   const auto& layout = engine.layout();
   const auto& cfg = engine.config();
@@ -107,7 +118,15 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
   j["preset"] = run.preset;
   if (run.context != 0) j["context"] = run.context;  // absent: the preset's (older files too)
   j["seed"] = run.seed;
-  j["optimizer"] = {{"type", cfg.optimizer.type}, {"state_names", state_names}};
+  ojson names = ojson::array(), dtypes = ojson::array();
+  for (const auto& sec : states) {
+    names.push_back(sec.name);
+    dtypes.push_back(sec.dtype);
+  }
+  j["optimizer"] = {{"type", cfg.optimizer.type},
+                    {"state_dtype", cfg.optimizer.state_dtype},
+                    {"state_names", names},
+                    {"state_dtypes", dtypes}};
   // The data sampler is a pure function of (seed, step): the step is the data position.
   j["data"] = {{"seed", run.seed},
                {"step", engine.global_step()},
@@ -167,19 +186,19 @@ FileDigest write_this_rank(engine::ZeroEngine& engine, const std::string& dir,
   h.step = engine.global_step();
   h.shard_offset = shard.offset;
   h.shard_size = shard.size;
-  const uint64_t shard_bytes = static_cast<uint64_t>(shard.size) * sizeof(float);
-  // Master first, then the optimizer's states, streamed from wherever they live.
+  // Master first, then the optimizer's states as stored, streamed from wherever they live.
   for (auto& sec : engine.state_sections()) {
-    ZOFF_CHECK(sec.numel == shard.size, "engine state ", sec.name, " has ", sec.numel,
-               " elements, the shard ", shard.size);
+    ZOFF_CHECK(sec.numel == state_section_numel(sec.name, shard.size), "engine state ", sec.name,
+               " has ", sec.numel, " elements, the shard ", shard.size);
     auto read = sec.read;
+    const size_t elem = engine::section_element_bytes(sec.dtype);
     RankFileSection out;
     out.name = sec.name == "master" ? "master" : "optim." + sec.name;
-    out.dtype = "F32";
-    out.bytes = shard_bytes;
-    out.source = [read](uint64_t offset, void* dst, size_t bytes) {
-      read(static_cast<int64_t>(offset / sizeof(float)),
-           static_cast<int64_t>(bytes / sizeof(float)), static_cast<float*>(dst));
+    out.dtype = sec.dtype;
+    out.bytes = static_cast<uint64_t>(sec.numel) * elem;
+    // Chunks are multiples of 4 bytes (kRankFileChunkBytes), so elements never split.
+    out.source = [read, elem](uint64_t offset, void* dst, size_t bytes) {
+      read(static_cast<int64_t>(offset / elem), static_cast<int64_t>(bytes / elem), dst);
     };
     h.sections.push_back(std::move(out));
   }
@@ -189,11 +208,18 @@ FileDigest write_this_rank(engine::ZeroEngine& engine, const std::string& dir,
   return write_rank_file(join(dir, rank_file_name(rank)), h);
 }
 
+// The optimizer's state sections (every section but the master), in file order.
+std::vector<engine::StateSection> engine_states(engine::ZeroEngine& engine) {
+  std::vector<engine::StateSection> states;
+  for (auto& sec : engine.state_sections()) {
+    if (sec.name != "master") states.push_back(std::move(sec));
+  }
+  return states;
+}
+
 std::vector<std::string> engine_state_names(engine::ZeroEngine& engine) {
   std::vector<std::string> names;
-  for (auto& sec : engine.state_sections()) {
-    if (sec.name != "master") names.push_back(sec.name);
-  }
+  for (const auto& sec : engine_states(engine)) names.push_back(sec.name);
   return names;
 }
 
@@ -211,6 +237,11 @@ void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
   ZOFF_CHECK_ARG(info.optimizer_type == engine.config().optimizer.type, where, " has optimizer '",
                  info.optimizer_type, "', this job's config has '", engine.config().optimizer.type,
                  "'");
+  // Converting states between dtypes on resume is not done: one line naming both.
+  ZOFF_CHECK_ARG(info.state_dtype == engine.config().optimizer.state_dtype, where,
+                 " holds optimizer.state_dtype ", info.state_dtype,
+                 " states, this job's config has ", engine.config().optimizer.state_dtype,
+                 ": resuming across state dtypes is not supported");
   const auto names = engine_state_names(engine);
   ZOFF_CHECK_ARG(info.state_names == names, where,
                  " holds other optimizer states than this job's optimizer has");
@@ -294,13 +325,17 @@ RankFileHeader verify_rank_file_of(const CheckpointInfo& info, int rank) {
                  path, ": header says rank ", h.rank, " of ", h.world, ", step ", h.step,
                  ", shard of ", h.shard_size, "; meta.json says rank ", rank, " of ",
                  info.world_size, ", step ", info.step, ", shard of ", info.shard_size());
-  const uint64_t shard_bytes = static_cast<uint64_t>(h.shard_size) * sizeof(float);
-  std::vector<std::string> needed{"master"};
-  for (const auto& n : info.state_names) needed.push_back("optim." + n);
-  for (const auto& n : needed) {
-    const auto& s = h.section(n, path);
-    ZOFF_CHECK_ARG(s.dtype == "F32" && s.bytes == shard_bytes, path, ": section '", n, "' is ",
-                   s.dtype, " of ", s.bytes, " bytes, expected F32 of ", shard_bytes);
+  std::vector<std::pair<std::string, std::string>> needed{{"master", "F32"}};
+  for (size_t i = 0; i < info.state_names.size(); ++i) {
+    needed.emplace_back(info.state_names[i], info.state_dtypes.at(i));
+  }
+  for (const auto& [n, dtype] : needed) {
+    const std::string name = n == "master" ? n : "optim." + n;
+    const auto& s = h.section(name, path);
+    const uint64_t bytes = static_cast<uint64_t>(state_section_numel(n, h.shard_size)) *
+                           engine::section_element_bytes(dtype);
+    ZOFF_CHECK_ARG(s.dtype == dtype && s.bytes == bytes, path, ": section '", name, "' is ",
+                   s.dtype, " of ", s.bytes, " bytes, expected ", dtype, " of ", bytes);
   }
   check_replicated_sections(info.replicated, h, path);
   const auto& rng = h.section("rng_state", path);
@@ -332,18 +367,20 @@ void read_replicated_into(int fd, const std::string& path, const RankFileHeader&
   }
 }
 
-// Streams one F32 section of a rank file into an engine state section, chunk by chunk.
+// Streams one section of a rank file into an engine state section, chunk by chunk.
 void read_section_into(int fd, const std::string& path, const RankFileHeader& h,
                        const std::string& name, const engine::StateSection& sec) {
   const auto& s = h.section(name, path);
-  ZOFF_CHECK_ARG(s.bytes == static_cast<uint64_t>(sec.numel) * sizeof(float), path, ": section ",
-                 name, " has ", s.bytes, " bytes, expected ", sec.numel * 4);
-  const int64_t chunk = static_cast<int64_t>(kRankFileChunkBytes / sizeof(float));
-  std::vector<float> buf(static_cast<size_t>(std::min(chunk, sec.numel)));
+  const size_t elem = engine::section_element_bytes(sec.dtype);
+  ZOFF_CHECK_ARG(s.dtype == sec.dtype && s.bytes == static_cast<uint64_t>(sec.numel) * elem, path,
+                 ": section ", name, " is ", s.dtype, " of ", s.bytes, " bytes, expected ",
+                 sec.dtype, " of ", static_cast<uint64_t>(sec.numel) * elem);
+  const int64_t chunk = static_cast<int64_t>(kRankFileChunkBytes / elem);
+  std::vector<char> buf(static_cast<size_t>(std::min(chunk, sec.numel)) * elem);
   for (int64_t at = 0; at < sec.numel; at += chunk) {
     const int64_t n = std::min(chunk, sec.numel - at);
-    read_exact(fd, path, h.data_start + s.offset + static_cast<uint64_t>(at) * sizeof(float),
-               buf.data(), static_cast<size_t>(n) * sizeof(float));
+    read_exact(fd, path, h.data_start + s.offset + static_cast<uint64_t>(at) * elem, buf.data(),
+               static_cast<size_t>(n) * elem);
     sec.write(at, n, buf.data());
   }
 }
@@ -458,6 +495,12 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
     info.seed = j.at("seed").get<uint64_t>();
     info.optimizer_type = j.at("optimizer").at("type").get<std::string>();
     info.state_names = j.at("optimizer").at("state_names").get<std::vector<std::string>>();
+    info.state_dtype = j.at("optimizer").value("state_dtype", std::string("fp32"));
+    info.state_dtypes =
+        j.at("optimizer")
+            .value("state_dtypes", std::vector<std::string>(info.state_names.size(), "F32"));
+    ZOFF_CHECK_ARG(info.state_dtypes.size() == info.state_names.size(), path,
+                   ": optimizer.state_dtypes does not match state_names");
     info.train_batch_size = j.at("data").at("train_batch_size").get<int64_t>();
     read_layout(j.at("layout"), path, &info);
     info.replicated = replicated_from_json(j.at("replicated"), path);
@@ -509,7 +552,7 @@ void commit_staged(engine::ZeroEngine& engine, const std::string& root_dir,
                    const std::vector<RankFileEntry>& files) {
   const std::string meta = join(staged, kMetaFileName);
   run_save_fault_hook(0, meta);
-  write_file_atomically(meta, meta_json_text(engine, run, engine_state_names(engine), files));
+  write_file_atomically(meta, meta_json_text(engine, run, engine_states(engine), files));
   const std::string name = step_dir_name(engine.global_step());
   swap_in_step(staged, join(root_dir, name), root_dir);
   run_save_fault_hook(0, join(root_dir, kLatestFileName));

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
@@ -22,6 +23,7 @@
 #include "zoff/checkpoint/atomic_file.h"
 #include "zoff/checkpoint/replicated_sections.h"
 #include "zoff/core/error.h"
+#include "zoff/optim/state_dtype.h"
 
 namespace zoff::checkpoint {
 namespace {
@@ -91,11 +93,12 @@ class OldRankFile {
   OldRankFile(const OldRankFile&) = delete;
   OldRankFile& operator=(const OldRankFile&) = delete;
 
-  // `n` fp32 elements of section `name` from element `at` of the old rank's shard space.
-  void read(const std::string& name, int64_t at, int64_t n, float* dst) const {
+  // `n` elements of `elem` bytes of section `name` from element `at` of the old rank's
+  // shard space (or of its int8 scales).
+  void read(const std::string& name, int64_t at, int64_t n, size_t elem, void* dst) const {
     const auto& s = header_.section(name, path_);
-    read_exact(fd_, path_, header_.data_start + s.offset + static_cast<uint64_t>(at) * 4, dst,
-               static_cast<size_t>(n) * sizeof(float));
+    read_exact(fd_, path_, header_.data_start + s.offset + static_cast<uint64_t>(at) * elem, dst,
+               static_cast<size_t>(n) * elem);
   }
   const RankFileHeader& header() const { return header_; }
   const std::string& path() const { return path_; }
@@ -110,16 +113,74 @@ class OldRankFile {
 // Copies every piece of one state section, one chunk of at most kRankFileChunkBytes.
 void copy_section(const std::vector<Piece>& pieces, const std::map<int, const OldRankFile*>& files,
                   const engine::StateSection& sec, const std::string& file_section) {
-  const int64_t chunk = static_cast<int64_t>(kRankFileChunkBytes / sizeof(float));
-  std::vector<float> buf;
+  const size_t elem = engine::section_element_bytes(sec.dtype);
+  const int64_t chunk = static_cast<int64_t>(kRankFileChunkBytes / elem);
+  std::vector<char> buf;
   for (const auto& p : pieces) {
     for (int64_t done = 0; done < p.count; done += chunk) {
       const int64_t n = std::min(chunk, p.count - done);
-      buf.resize(static_cast<size_t>(n));
-      files.at(p.old_rank)->read(file_section, p.old_pos + done, n, buf.data());
+      buf.resize(static_cast<size_t>(n) * elem);
+      files.at(p.old_rank)->read(file_section, p.old_pos + done, n, elem, buf.data());
       sec.write(p.new_pos + done, n, buf.data());
     }
   }
+}
+
+// Decodes one piece of an old int8 state (codes and the scales of the blocks they lie in)
+// into `values` at the piece's new position.
+void decode_int8_piece(const Piece& p, const OldRankFile& file, const std::string& codes_section,
+                       bool is_signed, std::vector<float>* values) {
+  const int64_t block = static_cast<int64_t>(optim::kStateBlock);
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  for (int64_t done = 0; done < p.count; done += block) {
+    const int64_t at = p.old_pos + done;
+    const int64_t n = std::min(block, p.count - done);
+    const int64_t b0 = at / block, b1 = (at + n - 1) / block;  // at most two blocks
+    codes.resize(static_cast<size_t>(n));
+    scales.resize(static_cast<size_t>(b1 - b0 + 1));
+    file.read(codes_section, at, n, 1, codes.data());
+    file.read(codes_section + ".scales", b0, b1 - b0 + 1, sizeof(float), scales.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float scale = scales[static_cast<size_t>((at + i) / block - b0)];
+      const uint8_t q = codes[static_cast<size_t>(i)];
+      (*values)[static_cast<size_t>(p.new_pos + done + i)] =
+          is_signed ? optim::decode_signed(static_cast<int8_t>(q), scale)
+                    : optim::decode_unsigned(q, scale);
+    }
+  }
+}
+
+// Note: int8 states in another layout. A shard is padded_numel / world elements, so the old
+// blocks (kStateBlock elements from each old shard's element 0) do not line up with the new
+// ones in general: every element is decoded with its old block's scale into fp32 (this
+// rank's whole shard: 4 bytes per element in memory, once) and the new blocks are encoded
+// from that, as the step encodes (scale = block absmax). Not bitwise: a value may move by
+// up to a code step. Padding elements stay at the fresh engine's zeros.
+void reencode_int8(const std::vector<Piece>& pieces, const std::map<int, const OldRankFile*>& files,
+                   const engine::StateSection& codes_sec, const engine::StateSection& scales_sec,
+                   const std::string& file_section) {
+  const bool is_signed = codes_sec.dtype == "I8";
+  std::vector<float> values(static_cast<size_t>(codes_sec.numel), 0.0f);
+  for (const auto& p : pieces) {
+    decode_int8_piece(p, *files.at(p.old_rank), file_section, is_signed, &values);
+  }
+  std::vector<uint8_t> codes(values.size());
+  std::vector<float> scales(optim::state_blocks(values.size()));
+  for (size_t b = 0; b < scales.size(); ++b) {
+    const size_t lo = b * optim::kStateBlock;
+    const size_t hi = std::min(values.size(), lo + optim::kStateBlock);
+    float absmax = 0.0f;
+    for (size_t i = lo; i < hi; ++i) absmax = std::max(absmax, std::fabs(values[i]));
+    scales[b] = absmax;
+    const float inv = optim::block_inv_scale(absmax);
+    for (size_t i = lo; i < hi; ++i) {
+      codes[i] = is_signed ? static_cast<uint8_t>(optim::encode_signed(values[i], inv))
+                           : optim::encode_unsigned(values[i], inv);
+    }
+  }
+  codes_sec.write(0, codes_sec.numel, codes.data());
+  scales_sec.write(0, scales_sec.numel, scales.data());
 }
 
 }  // namespace
@@ -174,8 +235,16 @@ std::vector<uint8_t> read_resharded(const CheckpointInfo& info, engine::ZeroEngi
     }
   }
   for (const auto& [r, f] : open) files[r] = f.get();
-  for (auto& sec : engine.state_sections()) {
-    copy_section(pieces, files, sec, sec.name == "master" ? "master" : "optim." + sec.name);
+  auto sections = engine.state_sections();
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const auto& sec = sections[i];
+    const std::string file_section = sec.name == "master" ? "master" : "optim." + sec.name;
+    if (sec.dtype == "I8" || sec.dtype == "U8") {  // followed by its scales
+      reencode_int8(pieces, files, sec, sections.at(i + 1), file_section);
+      ++i;
+      continue;
+    }
+    copy_section(pieces, files, sec, file_section);
   }
   torch::NoGradGuard no_grad;
   const OldRankFile& first = *files.at(0);

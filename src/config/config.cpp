@@ -169,6 +169,22 @@ void parse_batch(Section& top, Config& c) {
   c.gradient_accumulation_steps = *accum;
 }
 
+// optimizer.state_dtype (zoff): how Adam's exp_avg / exp_avg_sq are stored, beside "type"
+// because it picks the storage, not a hyper-parameter. Checked here (the config area does
+// not link the optim kernels); the spelling matches optim::parse_state_dtype.
+void parse_state_dtype_key(Section& opt, optim::OptimizerOptions& o) {
+  std::optional<std::string> dtype = opt.string("state_dtype");
+  if (!dtype) return;
+  if (*dtype != "fp32" && *dtype != "bf16" && *dtype != "int8") {
+    fail(opt.path_of("state_dtype"), json(*dtype), "must be fp32, bf16 or int8");
+  }
+  if (*dtype != "fp32" && o.type != "adam" && o.type != "adamw") {
+    fail(opt.path_of("state_dtype"), json(*dtype),
+         "compressed states are for Adam/AdamW only, not optimizer.type = " + o.type);
+  }
+  o.state_dtype = *dtype;
+}
+
 void parse_optimizer(Section& top, Config& c) {
   std::optional<Section> opt = top.section("optimizer");
   if (!opt) return;
@@ -182,6 +198,7 @@ void parse_optimizer(Section& top, Config& c) {
   } else {
     throw UsageError("config: optimizer.type is missing (AdamW, Adam, SGD or Adagrad)");
   }
+  parse_state_dtype_key(*opt, o);
   // torch's per-class defaults for what the config leaves out.
   if (o.type == "adagrad") {
     o.lr = 1e-2;

@@ -28,7 +28,8 @@ ojson optimizer_json(const optim::OptimizerOptions& o) {
                   {"lr_decay", o.lr_decay},
                   {"initial_accumulator_value", o.initial_accumulator_value}};
   if (o.type == "adam" || o.type == "adamw") params["adam_w_mode"] = o.type == "adamw";
-  return {{"type", optimizer_type_name(o.type)}, {"params", params}};
+  return {
+      {"type", optimizer_type_name(o.type)}, {"state_dtype", o.state_dtype}, {"params", params}};
 }
 
 ojson scheduler_json(const SchedulerConfig& s) {

@@ -31,12 +31,25 @@ struct TieredOptimizer::Slot {
 
 namespace {
 
-int64_t round_group(int64_t elems, size_t alignment, size_t numel) {
+int64_t round_group(int64_t elems, size_t alignment, size_t numel, size_t state_bytes) {
   // A multiple of alignment / 2 elements, so the 16-bit copy of a sub-group starts aligned
   // too, and no bigger than the shard (rounded up): a small shard needs no large buffers.
   const auto per = static_cast<int64_t>(alignment / sizeof(uint16_t));
   const int64_t shard = (static_cast<int64_t>(numel) + per - 1) / per * per;
-  return std::max<int64_t>(per, std::min(elems / per * per, shard));
+  if (state_bytes == sizeof(float))
+    return std::max<int64_t>(per, std::min(elems / per * per, shard));
+  // Compressed states: whole int8 blocks and aligned stored pieces; every quantity is a
+  // power of two, so the largest is a multiple of the others. Rounded up (never below the
+  // key's value), and no bigger than the shard rounded up to it.
+  const auto m = std::max<int64_t>({per, static_cast<int64_t>(optim::kStateBlock),
+                                    static_cast<int64_t>(alignment / state_bytes)});
+  const int64_t up = (std::max<int64_t>(elems, 1) + m - 1) / m * m;
+  return std::min(up, (static_cast<int64_t>(numel) + m - 1) / m * m);
+}
+
+size_t stored_element_bytes(const optim::OptimizerOptions& options) {
+  const auto dtype = optim::parse_state_dtype(options.state_dtype);
+  return dtype == optim::StateDtype::kFp32 ? 4 : dtype == optim::StateDtype::kBf16 ? 2 : 1;
 }
 
 }  // namespace
@@ -45,8 +58,9 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
                                  int threads, size_t numel, SubGroupOptions sub_groups)
     : tier_(tier),
       optimizer_(options, threads),
+      state_bytes_(stored_element_bytes(options)),
       numel_(numel),
-      group_(round_group(sub_groups.sub_group_elems, tier.alignment(), numel)),
+      group_(round_group(sub_groups.sub_group_elems, tier.alignment(), numel, state_bytes_)),
       timeout_(sub_groups.timeout) {
   const size_t per_group = 1 + optimizer_.states().size();
   const int64_t count =
@@ -57,7 +71,10 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
                  " (the master and each optimizer state of one sub-group)");
   regions_.push_back(tier_.allocate("master", numel_ * sizeof(float)));
   for (const auto& spec : optimizer_.states()) {
-    regions_.push_back(tier_.allocate(spec.name, numel_ * sizeof(float)));
+    regions_.push_back(tier_.allocate(spec.name, numel_ * state_bytes_));
+    if (optimizer_.state_dtype() == optim::StateDtype::kInt8) {
+      scales_.emplace_back(optim::state_blocks(numel_), 0.0f);
+    }
   }
   const size_t bytes = static_cast<size_t>(group_) * sizeof(float);
   const bool grads = sub_groups.grads_in_tier;
@@ -71,7 +88,10 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
                  ": at most 64 sub-groups' worth (", 64 * per_group, ")");
   for (int64_t s = 0; s < count / static_cast<int64_t>(per_group); ++s) {
     auto slot = std::make_unique<Slot>();
-    for (size_t b = 0; b < per_group; ++b) slot->buffers.emplace_back(bytes, tier_.alignment());
+    for (size_t b = 0; b < per_group; ++b) {
+      const size_t elem = b == 0 ? sizeof(float) : state_bytes_;
+      slot->buffers.emplace_back(static_cast<size_t>(group_) * elem, tier_.alignment());
+    }
     if (grads) slot->grads = offload::HostBuffer(bytes, tier_.alignment());
     slots_.push_back(std::move(slot));
   }
@@ -93,6 +113,10 @@ TieredOptimizer::~TieredOptimizer() {
 
 size_t TieredOptimizer::groups() const {
   return (numel_ + static_cast<size_t>(group_) - 1) / static_cast<size_t>(group_);
+}
+
+uint64_t TieredOptimizer::region_offset(size_t region, size_t g) const {
+  return g * static_cast<uint64_t>(group_) * region_element_bytes(region);
 }
 
 size_t TieredOptimizer::group_size(size_t g) const {
@@ -148,7 +172,8 @@ void TieredOptimizer::issue_read(size_t g, Slot& slot) {
   const uint64_t offset = g * static_cast<uint64_t>(group_) * sizeof(float);
   const size_t bytes = group_size(g) * sizeof(float);
   for (size_t r = 0; r < regions_.size(); ++r) {
-    slot.pending.push_back(regions_[r]->read(offset, slot.buffers[r].data(), bytes));
+    slot.pending.push_back(regions_[r]->read(region_offset(r, g), slot.buffers[r].data(),
+                                             group_size(g) * region_element_bytes(r)));
   }
   if (grads_region_) {
     slot.pending.push_back(grads_region_->read(offset, slot.grads.data(), bytes));
@@ -172,7 +197,19 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
           .mul_(grad_scale_);
     }
   }
-  optimizer_.step_span(master, grads, states.data(), n, job_.copy_out, out16);
+  if (state_bytes_ == sizeof(float)) {
+    optimizer_.step_span(master, grads, states.data(), n, job_.copy_out, out16);
+  } else {
+    std::vector<optim::StateSpan> spans;
+    for (size_t i = 0; i < states.size(); ++i) {
+      // A sub-group starts on a block boundary (round_group): its first scale is block
+      // begin / kStateBlock of the shard.
+      float* scales = scales_.empty() ? nullptr : scales_[i].data() + begin / optim::kStateBlock;
+      spans.push_back({states[i], scales});
+    }
+    optimizer_.step_span(master, grads, spans.data(), n, optim::SpanPlace{begin, numel_},
+                         job_.copy_out, out16);
+  }
   if (out_region_ != nullptr && !copy) std::memcpy(slot.out.data(), master, n * sizeof(float));
   if (out_region_ == nullptr && job_.out32 != nullptr) {
     std::memcpy(job_.out32 + begin, master, n * sizeof(float));
@@ -180,10 +217,9 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
 }
 
 void TieredOptimizer::issue_write(size_t g, Slot& slot) {
-  const uint64_t offset = g * static_cast<uint64_t>(group_) * sizeof(float);
-  const size_t bytes = group_size(g) * sizeof(float);
   for (size_t r = 0; r < regions_.size(); ++r) {
-    slot.pending.push_back(regions_[r]->write(offset, slot.buffers[r].data(), bytes));
+    slot.pending.push_back(regions_[r]->write(region_offset(r, g), slot.buffers[r].data(),
+                                              group_size(g) * region_element_bytes(r)));
   }
   if (out_region_ != nullptr) {
     slot.pending.push_back(out_region_->write(g * static_cast<uint64_t>(group_) * out_bytes_,
@@ -408,8 +444,9 @@ std::vector<std::string> TieredOptimizer::region_names() const {
 }
 
 // Copies [offset, offset + n) of one region through one sub-group buffer, window by window
-// (windows are sub-groups, so every transfer is aligned). `copy(buf, first, k, done)`
-// moves k elements between the window buffer at `first` and the caller's span at `done`.
+// (windows are sub-groups, so every transfer is aligned). `copy(window, bytes, done)`
+// moves `bytes` bytes between the window buffer at `window` and the caller's span at byte
+// `done`.
 template <class Copy>
 void TieredOptimizer::stream_range(size_t region, size_t offset, size_t n, bool write_back,
                                    const Copy& copy) {
@@ -417,7 +454,9 @@ void TieredOptimizer::stream_range(size_t region, size_t offset, size_t n, bool 
   ZOFF_CHECK(offset + n <= numel_, "tiered optimizer: range [", offset, ", ", offset + n,
              ") is outside ", numel_, " elements");
   ZOFF_CHECK(!job_.active, "tiered optimizer: region ", region, " copied during a step");
-  float* buf = slots_.front()->buffers.front().as<float>();
+  // The master's buffer holds a sub-group of fp32, so of any stored state too.
+  auto* buf = slots_.front()->buffers.front().as<char>();
+  const size_t elem = region_element_bytes(region);
   size_t done = 0;
   while (done < n) {
     const size_t g = (offset + done) / static_cast<size_t>(group_);
@@ -425,24 +464,24 @@ void TieredOptimizer::stream_range(size_t region, size_t offset, size_t n, bool 
     const size_t size = group_size(g);
     const size_t first = offset + done - start;
     const size_t k = std::min(n - done, size - first);
-    const uint64_t at = start * sizeof(float);
+    const uint64_t at = region_offset(region, g);
     const bool whole = first == 0 && k == size;
-    if (!(write_back && whole)) regions_[region]->read(at, buf, size * sizeof(float)).wait();
-    copy(buf, first, k, done);
-    if (write_back) regions_[region]->write(at, buf, size * sizeof(float)).wait();
+    if (!(write_back && whole)) regions_[region]->read(at, buf, size * elem).wait();
+    copy(buf + first * elem, k * elem, done * elem);
+    if (write_back) regions_[region]->write(at, buf, size * elem).wait();
     done += k;
   }
 }
 
-void TieredOptimizer::read(size_t region, size_t offset, size_t n, float* dst) {
-  stream_range(region, offset, n, false, [&](float* buf, size_t first, size_t k, size_t done) {
-    std::memcpy(dst + done, buf + first, k * sizeof(float));
+void TieredOptimizer::read(size_t region, size_t offset, size_t n, void* dst) {
+  stream_range(region, offset, n, false, [&](char* window, size_t bytes, size_t done) {
+    std::memcpy(static_cast<char*>(dst) + done, window, bytes);
   });
 }
 
-void TieredOptimizer::write(size_t region, size_t offset, size_t n, const float* src) {
-  stream_range(region, offset, n, true, [&](float* buf, size_t first, size_t k, size_t done) {
-    std::memcpy(buf + first, src + done, k * sizeof(float));
+void TieredOptimizer::write(size_t region, size_t offset, size_t n, const void* src) {
+  stream_range(region, offset, n, true, [&](char* window, size_t bytes, size_t done) {
+    std::memcpy(window, static_cast<const char*>(src) + done, bytes);
   });
 }
 
@@ -452,6 +491,7 @@ size_t TieredOptimizer::host_bytes() const {
     for (const auto& b : slot->buffers) bytes += b.capacity();
     bytes += slot->out.capacity() + slot->grads.capacity();
   }
+  for (const auto& s : scales_) bytes += s.size() * sizeof(float);
   return bytes + grads_window_.capacity();
 }
 

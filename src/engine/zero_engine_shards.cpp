@@ -7,22 +7,58 @@
 namespace zoff::engine {
 namespace {
 
-// A section over an fp32 tensor in host memory.
-StateSection tensor_section(std::string name, torch::Tensor t) {
+// A section over `numel` elements of `dtype` in host memory at `data`.
+StateSection memory_section(std::string name, std::string dtype, int64_t numel, void* data) {
   StateSection s;
   s.name = std::move(name);
-  s.numel = t.numel();
-  float* data = t.data_ptr<float>();
-  s.read = [data](int64_t offset, int64_t n, float* dst) {
-    std::memcpy(dst, data + offset, static_cast<size_t>(n) * sizeof(float));
+  s.dtype = std::move(dtype);
+  s.numel = numel;
+  const size_t bytes = section_element_bytes(s.dtype);
+  auto* base = static_cast<char*>(data);
+  s.read = [base, bytes](int64_t offset, int64_t n, void* dst) {
+    std::memcpy(dst, base + static_cast<size_t>(offset) * bytes, static_cast<size_t>(n) * bytes);
   };
-  s.write = [data](int64_t offset, int64_t n, const float* src) {
-    std::memcpy(data + offset, src, static_cast<size_t>(n) * sizeof(float));
+  s.write = [base, bytes](int64_t offset, int64_t n, const void* src) {
+    std::memcpy(base + static_cast<size_t>(offset) * bytes, src, static_cast<size_t>(n) * bytes);
   };
   return s;
 }
 
+// A section over an fp32 tensor in host memory.
+StateSection tensor_section(std::string name, torch::Tensor t) {
+  return memory_section(std::move(name), "F32", t.numel(), t.data_ptr<float>());
+}
+
+// The sections of one stored optimizer state over `numel` elements from element `offset`
+// (stage 0 narrows the whole-buffer state to this rank's shard): fp32 floats, bf16 bits,
+// or int8 codes (signed for exp_avg, unsigned for exp_avg_sq) followed by their scales.
+void add_stored_sections(const std::string& name, const optim::StoredState& st, int64_t offset,
+                         int64_t numel, std::vector<StateSection>* out) {
+  auto* data = static_cast<char*>(st.data);
+  switch (st.dtype) {
+    case optim::StateDtype::kFp32:
+      out->push_back(memory_section(name, "F32", numel, data + offset * 4));
+      return;
+    case optim::StateDtype::kBf16:
+      out->push_back(memory_section(name, "BF16", numel, data + offset * 2));
+      return;
+    case optim::StateDtype::kInt8:
+      ZOFF_CHECK(offset == 0, "int8 state ", name, ": a section must start at block 0");
+      out->push_back(memory_section(name, name == "exp_avg" ? "I8" : "U8", numel, data));
+      out->push_back(
+          memory_section(name + ".scales", "F32", static_cast<int64_t>(st.num_scales), st.scales));
+      return;
+  }
+}
+
 }  // namespace
+
+size_t section_element_bytes(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "BF16") return 2;
+  if (dtype == "I8" || dtype == "U8") return 1;
+  throw UsageError("state section dtype '" + dtype + "': must be F32, BF16, I8 or U8");
+}
 
 optim::ShardOptimizer& ZeroEngine::optimizer() {
   ZOFF_CHECK(optimizer_ != nullptr,
@@ -43,6 +79,9 @@ std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::optimizer_state_s
              "optimizer_state_shard(): the states live in the nvme tier (use state_sections())");
   ZOFF_CHECK(!pending_update_.valid(),
              "optimizer_state_shard() during a delayed update: synchronize() first");
+  ZOFF_CHECK_ARG(config_.optimizer.state_dtype == "fp32",
+                 "optimizer_state_shard(): the states are ", config_.optimizer.state_dtype,
+                 ", not fp32 tensors (use state_sections())");
   std::vector<std::pair<std::string, torch::Tensor>> out;
   const int64_t numel = static_cast<int64_t>(optimizer_->numel());
   for (auto& [name, ptr] : optimizer_->state_buffers()) {
@@ -56,22 +95,37 @@ std::vector<StateSection> ZeroEngine::state_sections() {
   std::vector<StateSection> out;
   if (!tiered_) {
     out.push_back(tensor_section("master", master_shard()));
-    for (auto& [name, t] : optimizer_state_shard()) out.push_back(tensor_section(name, t));
+    const bool whole = stage_ == 0;  // stage 0's optimizer holds the whole buffer
+    ZOFF_CHECK_ARG(config_.optimizer.state_dtype == "fp32" || !whole || comm_->size() == 1,
+                   "checkpoints of ", config_.optimizer.state_dtype,
+                   " optimizer states at zero_optimization.stage 0 with ", comm_->size(),
+                   " ranks are not supported (use stage >= 1)");
+    const int64_t offset = whole ? shard_.offset : 0;
+    for (auto& [name, st] : optimizer_->stored_state_buffers()) {
+      add_stored_sections(name, st, offset, shard_.size, &out);
+    }
     return out;
   }
   const auto names = tiered_->region_names();
   for (size_t r = 0; r < names.size(); ++r) {
     StateSection s;
     s.name = names[r];
+    const size_t elem = tiered_->region_element_bytes(r);
+    s.dtype = elem == 4 ? "F32" : elem == 2 ? "BF16" : s.name == "exp_avg" ? "I8" : "U8";
     s.numel = shard_.size;
     TieredOptimizer* t = tiered_.get();
-    s.read = [t, r](int64_t offset, int64_t n, float* dst) {
+    s.read = [t, r](int64_t offset, int64_t n, void* dst) {
       t->read(r, static_cast<size_t>(offset), static_cast<size_t>(n), dst);
     };
-    s.write = [t, r](int64_t offset, int64_t n, const float* src) {
+    s.write = [t, r](int64_t offset, int64_t n, const void* src) {
       t->write(r, static_cast<size_t>(offset), static_cast<size_t>(n), src);
     };
     out.push_back(std::move(s));
+    if (r > 0 && tiered_->has_scales()) {  // int8: the scales, in host memory
+      out.push_back(memory_section(names[r] + ".scales", "F32",
+                                   static_cast<int64_t>(tiered_->num_scales()),
+                                   tiered_->scales(r - 1)));
+    }
   }
   return out;
 }

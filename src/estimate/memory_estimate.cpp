@@ -48,6 +48,38 @@ std::string to_string(OffloadTier t) {
   return "?";
 }
 
+StateDtype parse_state_dtype(const std::string& name) {
+  if (name == "fp32") return StateDtype::kFp32;
+  if (name == "bf16") return StateDtype::kBf16;
+  if (name == "int8") return StateDtype::kInt8;
+  throw UsageError("state_dtype = \"" + name + "\": must be fp32, bf16 or int8");
+}
+
+std::string to_string(StateDtype d) {
+  switch (d) {
+    case StateDtype::kFp32:
+      return "fp32";
+    case StateDtype::kBf16:
+      return "bf16";
+    case StateDtype::kInt8:
+      return "int8";
+  }
+  return "?";
+}
+
+int64_t adam_state_bytes(StateDtype dtype, int64_t elems) {
+  constexpr int64_t kBlock = 2048;  // optim::kStateBlock: one fp32 scale per block
+  switch (dtype) {
+    case StateDtype::kFp32:
+      return 8 * elems;
+    case StateDtype::kBf16:
+      return 4 * elems;
+    case StateDtype::kInt8:
+      return 2 * (elems + 4 * ((elems + kBlock - 1) / kBlock));
+  }
+  return 0;
+}
+
 namespace {
 
 StageEstimate estimate_stage(int stage, const EstimateOptions& o, int64_t ranks_per_node) {
@@ -57,10 +89,10 @@ StageEstimate estimate_stage(int stage, const EstimateOptions& o, int64_t ranks_
   const int64_t shard = (psi + o.ranks - 1) / o.ranks;  // elements per rank, padded
   const int64_t param_bytes = mixed ? 2 : 4;            // per element, as computed with
   const int64_t grad_bytes = mixed && !o.fp32_gradients ? 2 : 4;
-  // Optimizer states per element: fp32 master + m + v (mixed), m + v (fp32, in place).
-  const int64_t optim_bytes = mixed ? 12 : 8;
   // Elements each kind covers on one rank at this stage.
   const int64_t optim_elems = stage >= 1 ? shard : psi;
+  // Optimizer states: fp32 master (mixed, or any offload tier) + m + v as stored.
+  const int64_t states = adam_state_bytes(o.state_dtype, optim_elems);
   const int64_t grad_elems = stage >= 2 ? shard : psi;
   const int64_t param_elems = stage >= 3 ? shard : psi;
 
@@ -69,13 +101,13 @@ StageEstimate estimate_stage(int stage, const EstimateOptions& o, int64_t ranks_
   e.compute_params_bytes = param_bytes * param_elems;
   if (!offload) {
     e.compute_grads_bytes = grad_bytes * grad_elems;
-    e.compute_optim_bytes = optim_bytes * optim_elems;
+    e.compute_optim_bytes = (mixed ? 4 * optim_elems : 0) + states;
   } else {
     // Unsharded gradients (stages 0, 1) stay where backward writes them; the fp32 copy of
     // this rank's shard and its optimizer states (with their own fp32 master) move out.
     e.compute_grads_bytes = stage >= 2 ? 0 : grad_bytes * grad_elems;
     e.offload_grads_bytes = 4 * optim_elems;
-    e.offload_optim_bytes = 12 * optim_elems;
+    e.offload_optim_bytes = 4 * optim_elems + states;
   }
   if (stage == 3) e.compute_live_bytes = param_bytes * std::min(o.live_params, psi);
   e.compute_bytes =
@@ -137,6 +169,7 @@ std::string to_json(const MemoryEstimate& m) {
   j["ranks_per_node"] = m.ranks_per_node;
   j["precision"] = to_string(m.options.precision);
   j["offload"] = to_string(m.options.offload);
+  j["state_dtype"] = to_string(m.options.state_dtype);
   nlohmann::ordered_json stages = nlohmann::ordered_json::object();
   for (const StageEstimate& e : m.stages) {
     nlohmann::ordered_json s;
@@ -166,7 +199,8 @@ std::string to_table(const MemoryEstimate& m) {
      << o.ranks << (o.ranks == 1 ? " rank, " : " ranks, ") << o.nodes
      << (o.nodes == 1 ? " node" : " nodes") << " (" << m.ranks_per_node << " per node), "
      << (o.precision == Precision::kFp32 ? "fp32" : to_string(o.precision) + " mixed precision")
-     << ", offload " << to_string(o.offload) << ".\n"
+     << ", offload " << to_string(o.offload) << ", optimizer states " << to_string(o.state_dtype)
+     << ".\n"
      << "GB = 1e9 bytes, GiB = 2^30 bytes. Model states only: activations, communication "
         "buffers and fragmentation come on top.\n\n";
   const char* names[4] = {"0 (data parallel)", "1 (+ optimizer)", "2 (+ gradients)",

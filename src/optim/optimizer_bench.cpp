@@ -31,6 +31,21 @@ constexpr double kAdamBytes = 28;      // read p g m v, write p m v
 constexpr double kAdamBf16Bytes = 30;  // + 2-byte copy
 constexpr double kSgdBytes = 20;       // read p g buf, write p buf
 constexpr double kAdagradBytes = 20;   // read p g sum, write p sum
+// Compressed states, with the 2-byte bf16 copy-out: bf16 m, v are 2 bytes each way
+// (read p g m v 12, write p m v 8); int8 m, v 1 byte each way (read 10, write 6) plus each
+// state's fp32 block scale read and written once per 2048 elements (4 x 4 / 2048).
+constexpr double kAdamBf16StatesBytes = 20 + 2;
+constexpr double kAdamInt8StatesBytes = 16 + 2 + 16.0 / 2048;
+
+// Bytes moved per parameter by each zoff kernel of the table (by name).
+double kernel_bytes(const std::string& kernel) {
+  if (kernel == "adamw" || kernel == "adam") return kAdamBytes;
+  if (kernel == "adamw_bf16_out") return kAdamBf16Bytes;
+  if (kernel == "adamw_bf16_states") return kAdamBf16StatesBytes;
+  if (kernel == "adamw_int8_states") return kAdamInt8StatesBytes;
+  if (kernel == "sgd") return kSgdBytes;
+  return kAdagradBytes;
+}
 
 // One thing being timed: `step` moves the whole span once.
 struct Contestant {
@@ -67,9 +82,14 @@ void fill_inputs(ThreadPool& pool, float* p, float* g, size_t n) {
   });
 }
 
+// `type` is an optimizer type, or adamw_<dtype>_states: AdamW storing its states as <dtype>.
 OptimizerOptions bench_options(const std::string& type) {
   OptimizerOptions o;
   o.type = type;
+  if (type.rfind("adamw_", 0) == 0) {
+    o.type = "adamw";
+    o.state_dtype = type.substr(6, 4);  // "bf16" | "int8"
+  }
   o.weight_decay = 0.01;
   if (type == "sgd") {
     o.lr = 1e-2;
@@ -128,7 +148,8 @@ OptimizerBenchResult run_optimizer_bench(const OptimizerBenchOptions& o) {
   // Phase 1: zoff's fused kernels and the probe, interleaved (their ratio is the point).
   {
     std::map<std::string, std::unique_ptr<ShardOptimizer>> fused;
-    for (const char* type : {"adamw", "adam", "sgd", "adagrad"}) {
+    for (const char* type :
+         {"adamw", "adam", "sgd", "adagrad", "adamw_bf16_states", "adamw_int8_states"}) {
       fused[type] =
           make_shard_optimizer(bench_options(type), o.params, OptimizerBackend::kFused, o.threads);
     }
@@ -146,6 +167,10 @@ OptimizerBenchResult run_optimizer_bench(const OptimizerBenchOptions& o) {
         optimizer_step(*fused["adamw"], "adamw", CopyOut::kBf16, pd, gd, out16.data()));
     add(result.probe, "adam_bf16_out",
         probe_step(o, pool, pd, gd, m.data(), v.data(), out16.data()));
+    for (const char* type : {"adamw_bf16_states", "adamw_int8_states"}) {
+      add(result.zoff, type,
+          optimizer_step(*fused[type], type, CopyOut::kBf16, pd, gd, out16.data()));
+    }
     for (const char* type : {"adam", "sgd", "adagrad"}) {
       add(result.zoff, type, optimizer_step(*fused[type], type, CopyOut::kNone, pd, gd, nullptr));
     }
@@ -175,14 +200,17 @@ std::string format_bench_table(const OptimizerBenchResult& r, const std::string&
   struct Row {
     const char* kernel;
     const char* torch;  // nullptr: no LibTorch counterpart
-    const char* probe;  // nullptr: no probe with the same traffic
-    double bytes;
+    const char* probe;  // nullptr: no probe to compare with
   };
-  const Row rows[] = {{"adamw", "adamw", "adam_fp32", kAdamBytes},
-                      {"adamw_bf16_out", nullptr, "adam_bf16_out", kAdamBf16Bytes},
-                      {"adam", "adam", "adam_fp32", kAdamBytes},
-                      {"sgd", "sgd", nullptr, kSgdBytes},
-                      {"adagrad", "adagrad", nullptr, kAdagradBytes}};
+  // Compressed-state rows compare with the fp32-state probe: the bound they try to beat by
+  // moving fewer bytes.
+  const Row rows[] = {{"adamw", "adamw", "adam_fp32"},
+                      {"adamw_bf16_out", nullptr, "adam_bf16_out"},
+                      {"adamw_bf16_states", nullptr, "adam_bf16_out"},
+                      {"adamw_int8_states", nullptr, "adam_bf16_out"},
+                      {"adam", "adam", "adam_fp32"},
+                      {"sgd", "sgd", nullptr},
+                      {"adagrad", "adagrad", nullptr}};
   std::ostringstream os;
   char line[256];
   os << "$ " << command_line << "\n";
@@ -191,9 +219,9 @@ std::string format_bench_table(const OptimizerBenchResult& r, const std::string&
                 r.simd_target.c_str(), r.options.params, r.options.threads, r.options.repeats,
                 r.options.steps);
   os << line;
-  std::snprintf(line, sizeof line, "%-15s %12s %8s %12s %11s %14s %12s %11s\n", "kernel",
-                "zoff Gpar/s", "GB/s", "torch Gpar/s", "zoff/torch", "probe", "probe Gpar/s",
-                "zoff/probe");
+  std::snprintf(line, sizeof line, "%-17s %12s %7s %8s %12s %11s %14s %12s %11s\n", "kernel",
+                "zoff Gpar/s", "B/par", "GB/s", "torch Gpar/s", "zoff/torch", "probe",
+                "probe Gpar/s", "zoff/probe");
   os << line;
   for (const auto& row : rows) {
     const double z = r.zoff.at(row.kernel);
@@ -213,9 +241,11 @@ std::string format_bench_table(const OptimizerBenchResult& r, const std::string&
       std::snprintf(buf, sizeof buf, "%.2fx", z / pr);
       ratio_probe = buf;
     }
-    std::snprintf(line, sizeof line, "%-15s %12.3f %8.1f %12s %11s %14s %12s %11s\n", row.kernel,
-                  z / 1e9, z * row.bytes / 1e9, torch_col.c_str(), ratio_torch.c_str(),
-                  row.probe ? row.probe : "-", probe_col.c_str(), ratio_probe.c_str());
+    const double bytes = kernel_bytes(row.kernel);
+    std::snprintf(line, sizeof line, "%-17s %12.3f %7.2f %8.1f %12s %11s %14s %12s %11s\n",
+                  row.kernel, z / 1e9, bytes, z * bytes / 1e9, torch_col.c_str(),
+                  ratio_torch.c_str(), row.probe ? row.probe : "-", probe_col.c_str(),
+                  ratio_probe.c_str());
     os << line;
   }
   return os.str();
@@ -232,8 +262,15 @@ std::string format_bench_json(const OptimizerBenchResult& r) {
     }
     return s + "}";
   };
+  std::string bytes = "{";
+  for (const auto& [name, value] : r.zoff) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s\"%s\": %.4f", bytes.size() > 1 ? ", " : "", name.c_str(),
+                  kernel_bytes(name));
+    bytes += buf;
+  }
   return "{\"zoff\": " + object(r.zoff) + ", \"torch\": " + object(r.torch) +
-         ", \"probe\": " + object(r.probe) + "}";
+         ", \"probe\": " + object(r.probe) + ", \"bytes_per_param\": " + bytes + "}}";
 }
 
 }  // namespace zoff::optim

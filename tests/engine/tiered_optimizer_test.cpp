@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "zoff/core/error.h"
 #include "zoff/offload/io_faults.h"
 #include "zoff/optim/shard_optimizer.h"
+#include "zoff/optim/state_dtype.h"
 
 namespace zoff::engine {
 namespace {
@@ -119,6 +121,105 @@ TEST_P(TieredOptimizerTest, HostTierStepIsBitwiseTheInMemoryStep) {
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, TieredOptimizerTest,
                          ::testing::Values("adamw", "adam", "sgd", "adagrad"));
+
+// Compressed states (bf16 bits, int8 codes and block scales) as stored after kSteps steps.
+struct StoredOutcome {
+  std::vector<float> params;
+  std::vector<uint16_t> out16;
+  std::vector<std::vector<uint8_t>> states;  // exp_avg, exp_avg_sq: stored bytes
+  std::vector<std::vector<float>> scales;    // int8 only
+};
+
+StoredOutcome in_memory_stored(const optim::OptimizerOptions& o) {
+  auto opt = optim::make_shard_optimizer(o, kNumel, optim::OptimizerBackend::kFused, 1);
+  StoredOutcome r{randn(kNumel, 1), std::vector<uint16_t>(kNumel), {}, {}};
+  for (int s = 0; s < kSteps; ++s) {
+    auto g = randn(kNumel, 100 + s);
+    opt->step(r.params.data(), g.data(), 1e-2 * (s + 1), optim::CopyOut::kBf16, r.out16.data());
+  }
+  for (auto& [name, st] : opt->stored_state_buffers()) {  // sorted by name, as region order
+    const auto* bytes = static_cast<const uint8_t*>(st.data);
+    r.states.emplace_back(bytes, bytes + st.bytes);
+    if (st.scales != nullptr) r.scales.emplace_back(st.scales, st.scales + st.num_scales);
+  }
+  return r;
+}
+
+StoredOutcome tiered_stored(offload::Tier& tier, const optim::OptimizerOptions& o,
+                            int64_t buffer_count) {
+  TieredOptimizer opt(tier, o, 1, kNumel, {kSubGroup, buffer_count});
+  EXPECT_EQ(opt.sub_group_elems() % static_cast<int64_t>(optim::kStateBlock), 0);
+  StoredOutcome r{randn(kNumel, 1), std::vector<uint16_t>(kNumel), {}, {}};
+  opt.append_master(0, r.params.data(), kNumel);
+  opt.finish_master();
+  for (int s = 0; s < kSteps; ++s) {
+    auto g = randn(kNumel, 100 + s);
+    opt.step(g.data(), 1e-2 * (s + 1), optim::CopyOut::kBf16, r.out16.data(), nullptr);
+  }
+  opt.read(0, 0, kNumel, r.params.data());
+  for (size_t i = 1; i < opt.region_names().size(); ++i) {
+    r.states.emplace_back(kNumel * opt.region_element_bytes(i));
+    opt.read(i, 0, kNumel, r.states.back().data());
+    if (opt.has_scales()) {
+      r.scales.emplace_back(opt.scales(i - 1), opt.scales(i - 1) + opt.num_scales());
+    }
+  }
+  // The regions hold the stored bytes: n x (2 | 1) per state, the master n x 4.
+  EXPECT_EQ(opt.state_disk_bytes(), 2 * kNumel * opt.region_element_bytes(1));
+  return r;
+}
+
+void expect_same_stored(const StoredOutcome& want, const StoredOutcome& got) {
+  EXPECT_EQ(0, std::memcmp(want.params.data(), got.params.data(), kNumel * sizeof(float)));
+  EXPECT_EQ(want.out16, got.out16);
+  EXPECT_EQ(want.states, got.states);
+  ASSERT_EQ(want.scales.size(), got.scales.size());
+  for (size_t i = 0; i < want.scales.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(want.scales[i].data(), got.scales[i].data(),
+                             want.scales[i].size() * sizeof(float)))
+        << "scales of state " << i;
+  }
+}
+
+class TieredCompressedStates : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TieredCompressedStates, NvmeStepIsBitwiseTheInMemoryCompressedStep) {
+  auto o = options_for("adamw");
+  o.state_dtype = GetParam();
+  const StoredOutcome want = in_memory_stored(o);
+  ASSERT_EQ(want.scales.size(), GetParam() == "int8" ? 2u : 0u);
+  ScratchDir dir;
+  for (int64_t slots : {1, 2, 3}) {
+    SCOPED_TRACE("slots = " + std::to_string(slots));
+    auto t = offload::make_nvme_tier(dir.path(), "c_s" + std::to_string(slots), {});
+    expect_same_stored(want, tiered_stored(*t, o, slots * 3));
+  }
+  auto host = offload::make_host_tier(false);
+  expect_same_stored(want, tiered_stored(*host, o, 0));
+}
+
+// The tier files shrink with the state dtype: 4 / 2 / 1 bytes per element per state (each
+// file a whole number of 4 KiB blocks); int8 scales stay in host memory.
+TEST_P(TieredCompressedStates, StateFilesShrink) {
+  auto o = options_for("adamw");
+  o.state_dtype = GetParam();
+  ScratchDir dir;
+  auto tier = offload::make_nvme_tier(dir.path(), "size", {});
+  TieredOptimizer opt(*tier, o, 1, kNumel, {kSubGroup, 0});
+  const size_t elem = GetParam() == "bf16" ? 2 : 1;
+  auto file_bytes = [&](const std::string& region) {
+    return std::filesystem::file_size(dir.path() + "/size." + region + ".swp");
+  };
+  auto blocks = [](size_t bytes) { return (bytes + 4095) / 4096 * 4096; };
+  EXPECT_EQ(file_bytes("master"), blocks(kNumel * 4));
+  EXPECT_EQ(file_bytes("exp_avg"), blocks(kNumel * elem));
+  EXPECT_EQ(file_bytes("exp_avg_sq"), blocks(kNumel * elem));
+  std::printf("%s states, %zu elements: master file %ju bytes, exp_avg file %ju bytes\n",
+              GetParam().c_str(), kNumel, static_cast<uintmax_t>(file_bytes("master")),
+              static_cast<uintmax_t>(file_bytes("exp_avg")));
+}
+
+INSTANTIATE_TEST_SUITE_P(StateDtypes, TieredCompressedStates, ::testing::Values("bf16", "int8"));
 
 TEST(TieredOptimizer, ThreadPoolBackendGivesTheSameStep) {
   const auto o = options_for("adamw");

@@ -164,3 +164,38 @@ TEST(MemoryEstimate, BadInputIsUsageError) {
 
 }  // namespace
 }  // namespace zoff::estimate
+
+namespace zoff::estimate {
+namespace {
+
+// optimizer.state_dtype: m + v take 8, 4 or 2 (1 + 4 / 2048) bytes per element; the fp32
+// master (mixed precision or offload) stays 4.
+TEST(MemoryEstimateStateDtype, OptimizerBytesFollowTheStoredStates) {
+  EXPECT_EQ(adam_state_bytes(StateDtype::kFp32, 4096), 8 * 4096);
+  EXPECT_EQ(adam_state_bytes(StateDtype::kBf16, 4096), 4 * 4096);
+  EXPECT_EQ(adam_state_bytes(StateDtype::kInt8, 4096), 2 * (4096 + 4 * 2));
+  EXPECT_EQ(adam_state_bytes(StateDtype::kInt8, 4097), 2 * (4097 + 4 * 3));  // a partial block
+  EstimateOptions o;
+  o.params = 1000000;
+  o.ranks = 4;
+  o.offload = OffloadTier::kCpu;
+  for (StateDtype d : {StateDtype::kFp32, StateDtype::kBf16, StateDtype::kInt8}) {
+    o.state_dtype = d;
+    const auto m = estimate_memory(o);
+    const int64_t shard = 250000;
+    EXPECT_EQ(m.stages[2].offload_optim_bytes, 4 * shard + adam_state_bytes(d, shard));
+    o.offload = OffloadTier::kNone;
+    EXPECT_EQ(estimate_memory(o).stages[1].compute_optim_bytes,
+              4 * shard + adam_state_bytes(d, shard));  // bf16 mixed: master + states
+    o.offload = OffloadTier::kCpu;
+    const double per_param =
+        static_cast<double>(adam_state_bytes(d, shard)) / static_cast<double>(shard);
+    EXPECT_LE(per_param, d == StateDtype::kFp32 ? 8.0 : d == StateDtype::kBf16 ? 4.0 : 2.01);
+    EXPECT_NE(to_json(m).find("\"state_dtype\": \"" + to_string(d) + "\""), std::string::npos);
+  }
+  EXPECT_EQ(parse_state_dtype("int8"), StateDtype::kInt8);
+  EXPECT_THROW(parse_state_dtype("fp16"), UsageError);
+}
+
+}  // namespace
+}  // namespace zoff::estimate

@@ -26,8 +26,9 @@ OptimizerBenchOptions tiny() {
 
 void expect_bench_keys(const nlohmann::json& j) {
   ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(j.size(), 3u);
-  for (const char* k : {"adamw", "adamw_bf16_out", "adam", "sgd", "adagrad"}) {
+  EXPECT_EQ(j.size(), 4u);
+  for (const char* k : {"adamw", "adamw_bf16_out", "adam", "sgd", "adagrad", "adamw_bf16_states",
+                        "adamw_int8_states"}) {
     EXPECT_GT(j.at("zoff").at(k).get<double>(), 0.0) << k;
   }
   for (const char* k : {"adamw", "adam", "sgd", "adagrad"}) {
@@ -36,7 +37,13 @@ void expect_bench_keys(const nlohmann::json& j) {
   for (const char* k : {"adam_fp32", "adam_bf16_out"}) {
     EXPECT_GT(j.at("probe").at(k).get<double>(), 0.0) << k;
   }
-  EXPECT_EQ(j.at("zoff").size(), 5u);
+  EXPECT_EQ(j.at("zoff").size(), 7u);
+  // Bytes per parameter: 28 (fp32 states), 20 + 2 (bf16 states), 16 + 2 + scales (int8).
+  const auto& bytes = j.at("bytes_per_param");
+  EXPECT_EQ(bytes.size(), 7u);
+  EXPECT_DOUBLE_EQ(bytes.at("adamw").get<double>(), 28.0);
+  EXPECT_DOUBLE_EQ(bytes.at("adamw_bf16_states").get<double>(), 22.0);
+  EXPECT_NEAR(bytes.at("adamw_int8_states").get<double>(), 18.0078, 1e-4);
   EXPECT_EQ(j.at("torch").size(), 4u);
   EXPECT_EQ(j.at("probe").size(), 2u);
 }
@@ -47,7 +54,8 @@ TEST(OptimizerBench, MeasuresEveryKernelAndFormatsIt) {
   expect_bench_keys(nlohmann::json::parse(format_bench_json(result)));
   const auto table = format_bench_table(result, "zoff bench optim --params 100003");
   for (const char* word : {"zoff bench optim --params 100003", "adamw_bf16_out", "zoff/torch",
-                           "zoff/probe", "adam_fp32", "adagrad"}) {
+                           "zoff/probe", "adam_fp32", "adagrad", "adamw_bf16_states",
+                           "adamw_int8_states", "B/par", "22.00", "18.01"}) {
     EXPECT_NE(table.find(word), std::string::npos) << word << "\n" << table;
   }
 }

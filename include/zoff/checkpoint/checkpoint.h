@@ -65,6 +65,11 @@ struct CheckpointInfo {
   int64_t train_batch_size = 0;  // samples per step: data position = step * this
   std::string optimizer_type;
   std::vector<std::string> state_names;  // optimizer state buffers, in file order
+  // How the states are stored (optimizer.state_dtype: fp32, bf16, int8; "fp32" in files
+  // from before the key) and each state section's rank-file dtype, parallel to state_names
+  // (int8: "exp_avg" I8, "exp_avg.scales" F32, ...).
+  std::string state_dtype = "fp32";
+  std::vector<std::string> state_dtypes;
   std::vector<partition::ParamSlot> slots;
   // Frozen parameters and buffers (every rank file holds them), and the second names of
   // tied tensors: (name, first name).

@@ -46,6 +46,16 @@ struct SubGroupOptions {
 //
 // Values come in once at start through append_master() (in element order) and states
 // start at their initial values. Checkpoints stream every region with read()/write().
+//
+// Compressed states (options.state_dtype bf16 / int8): a state's region holds its stored
+// form, state_storage_bytes' element part (2 or 1 byte per element), and the step runs the
+// StateSpan kernels on it. Int8 scales (4 bytes per kStateBlock elements per state, 0.2% of
+// the codes) stay in host memory, not in the tier: a sub-group's scales are a few bytes,
+// far below the tier's alignment, and neighbouring sub-groups' pieces would share a block.
+// Sub-groups then start on multiples of kStateBlock elements (and of the tier's alignment
+// in codes), so no int8 block straddles two: with compressed states sub_group_elems is
+// rounded up to a multiple of max(kStateBlock, alignment / stored element bytes) elements
+// (4096 with int8 and 4 KiB alignment).
 class TieredOptimizer {
  public:
   TieredOptimizer(offload::Tier& tier, const optim::OptimizerOptions& options, int threads,
@@ -107,16 +117,23 @@ class TieredOptimizer {
   // Region names: "master", then the optimizer's states (optimizer().states()).
   std::vector<std::string> region_names() const;
   // Synchronous element-range copies of one region, any offset and size, streamed through
-  // one sub-group buffer (never more in memory).
-  void read(size_t region, size_t offset, size_t n, float* dst);
-  void write(size_t region, size_t offset, size_t n, const float* src);
+  // one sub-group buffer (never more in memory). Elements are as stored: fp32 for the
+  // master, region_element_bytes() each for a state (bf16 bits, int8 codes).
+  void read(size_t region, size_t offset, size_t n, void* dst);
+  void write(size_t region, size_t offset, size_t n, const void* src);
+  size_t region_element_bytes(size_t region) const { return region == 0 ? 4 : state_bytes_; }
+  // Int8 states: state `state`'s block scales (optim::state_blocks(numel()) floats, host
+  // memory).
+  bool has_scales() const { return !scales_.empty(); }
+  float* scales(size_t state) { return scales_.at(state).data(); }
+  size_t num_scales() const { return scales_.empty() ? 0 : scales_.front().size(); }
 
   size_t numel() const { return numel_; }
   optim::SpanOptimizer& optimizer() { return optimizer_; }
   const optim::SpanOptimizer& optimizer() const { return optimizer_; }
   int64_t sub_group_elems() const { return group_; }
   int slots() const { return static_cast<int>(slots_.size()); }
-  size_t host_bytes() const;        // the staging buffers
+  size_t host_bytes() const;        // the staging buffers (and int8 scales)
   size_t disk_bytes() const;        // the regions, master included
   size_t state_disk_bytes() const;  // the optimizer states' regions
   size_t grad_disk_bytes() const;   // the gradient region (grads_in_tier), else 0
@@ -133,6 +150,7 @@ class TieredOptimizer {
   offload::TierRegion* out_region_ = nullptr;
   size_t out_bytes_ = 0;  // bytes per element of out_region_
   size_t group_size(size_t g) const;
+  uint64_t region_offset(size_t region, size_t g) const;
   void issue_read(size_t g, Slot& slot);
   void update(size_t g, Slot& slot);
   void issue_write(size_t g, Slot& slot);
@@ -148,11 +166,13 @@ class TieredOptimizer {
 
   offload::Tier& tier_;
   optim::SpanOptimizer optimizer_;
+  size_t state_bytes_;  // bytes per stored state element: 4 fp32, 2 bf16, 1 int8
   size_t numel_;
   int64_t group_;  // elements per sub-group, a multiple of the tier's alignment in floats
   std::vector<std::unique_ptr<offload::TierRegion>> regions_;  // master, then states
   std::unique_ptr<offload::TierRegion> grads_region_;          // grads_in_tier only
-  offload::HostBuffer grads_window_;  // accumulate_grads' read-add-write window
+  std::vector<std::vector<float>> scales_;  // int8 only: per state, one per kStateBlock
+  offload::HostBuffer grads_window_;        // accumulate_grads' read-add-write window
   double grad_scale_ = 1.0;
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t appended_ = 0;  // master elements written so far by append_master

@@ -40,15 +40,23 @@ struct EngineOptions {
   unit::ParamInit param_init;
 };
 
-// One fp32 section of a rank's checkpointed state ("master", "exp_avg", ...): `numel`
-// elements (this rank's shard), copied in ranges so a section on disk never has to be
-// whole in memory. read/write take (element offset, count, host pointer).
+// One section of a rank's checkpointed state as stored ("master", "exp_avg", and with int8
+// states "exp_avg.scales"...): `numel` elements of `dtype` (a rank-file dtype: "F32", "BF16"
+// for bf16 bit patterns, "I8" / "U8" for int8 codes), copied in ranges so a section on disk
+// never has to be whole in memory. read/write take (element offset, count, host pointer to
+// count elements of dtype). Int8 scales ("<state>.scales", F32) hold one scale per
+// optim::kStateBlock elements of their state, block 0 at the shard's element 0.
 struct StateSection {
   std::string name;
+  std::string dtype = "F32";
   int64_t numel = 0;
-  std::function<void(int64_t, int64_t, float*)> read;
-  std::function<void(int64_t, int64_t, const float*)> write;
+  std::function<void(int64_t, int64_t, void*)> read;
+  std::function<void(int64_t, int64_t, const void*)> write;
 };
+
+// Bytes per element of a StateSection dtype ("F32" 4, "BF16" 2, "I8"/"U8" 1); another name
+// throws zoff::UsageError naming it.
+size_t section_element_bytes(const std::string& dtype);
 
 // What one optimizer step did.
 struct StepStats {
@@ -133,16 +141,19 @@ class ZeroEngine {
   // Stage 3 only (else nullptr): unit states and the live-parameter bound.
   const UnitGatherer* gatherer() const { return gatherer_.get(); }
 
-  // --- Checkpoint access: everything a rank must save to resume, as fp32 1-D tensors of
-  // shard().size elements (this rank's shard space), writable in place. Same shape of data
-  // at every stage. Call synchronize() first when delayed parameter update is on.
-  // Every section, master first then the optimizer's states, wherever they live (host
-  // memory or the NVMe tier): what checkpoints stream.
+  // --- Checkpoint access: everything a rank must save to resume, over shard().size
+  // elements (this rank's shard space), writable in place. Same shape of data at every
+  // stage. Call synchronize() first when delayed parameter update is on.
+  // Every section, master first then the optimizer's states as stored (state_dtype: fp32,
+  // bf16 bits, int8 codes each followed by its scales), wherever they live (host memory or
+  // the NVMe tier): what checkpoints stream. Compressed states at stage 0 with more than one
+  // rank throw zoff::UsageError (the whole-buffer states' int8 blocks do not follow shards).
   std::vector<StateSection> state_sections();
   // In-memory only (not with offload_optimizer.device = nvme, which throws):
   // The fp32 values of this rank's parameters (the master copy when one exists).
   torch::Tensor master_shard();
-  // The optimizer's state (e.g. "exp_avg", "exp_avg_sq") over this rank's shard.
+  // The optimizer's fp32 state (e.g. "exp_avg", "exp_avg_sq") over this rank's shard; with
+  // bf16 or int8 states it throws (use state_sections()).
   std::vector<std::pair<std::string, torch::Tensor>> optimizer_state_shard();
   // After writing master_shard() and optimizer_state_shard() on every rank (a collective):
   // rebuilds the compute parameters and any replicated state from the shards, and sets

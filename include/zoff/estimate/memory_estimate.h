@@ -9,12 +9,23 @@ namespace zoff::estimate {
 
 enum class Precision { kFp32, kBf16, kFp16 };
 enum class OffloadTier { kNone, kCpu, kNvme };
+// How Adam's m and v are stored (optimizer.state_dtype): 4, 2 or 1 byte per element, int8
+// plus one fp32 scale per 2048 elements (optim::kStateBlock).
+enum class StateDtype { kFp32, kBf16, kInt8 };
 
 // "fp32" | "bf16" | "fp16" and "none" | "cpu" | "nvme"; anything else is a UsageError.
 Precision parse_precision(const std::string& name);
 OffloadTier parse_offload(const std::string& name);
 std::string to_string(Precision p);
 std::string to_string(OffloadTier t);
+// "fp32" | "bf16" | "int8"; anything else is a UsageError.
+StateDtype parse_state_dtype(const std::string& name);
+std::string to_string(StateDtype d);
+
+// Bytes of Adam's two states (m and v) over `elems` elements stored as `dtype`: 8 elems,
+// 4 elems, or 2 (elems + 4 ceil(elems / 2048)) for int8 (codes plus scales); the same
+// count the engine's optimizer reports (optim::state_storage_bytes, twice).
+int64_t adam_state_bytes(StateDtype dtype, int64_t elems);
 
 struct EstimateOptions {
   int64_t params = 0;  // psi, parameter count (elements)
@@ -28,6 +39,8 @@ struct EstimateOptions {
   // Stage 3: elements of units whole at once on a rank (in use plus prefetched), in the
   // compute dtype, on top of the shards. 0 = not counted.
   int64_t live_params = 0;
+  // Storage of the optimizer states (the master stays fp32).
+  StateDtype state_dtype = StateDtype::kFp32;
 };
 
 // Model-state bytes of one ZeRO stage. "compute" is the device the forward/backward runs on;
@@ -38,6 +51,7 @@ struct StageEstimate {
   int64_t compute_params_bytes = 0;  // 16-bit (or fp32) parameters computed with
   int64_t compute_grads_bytes = 0;   // 16-bit (or fp32) gradients, full or sharded
   int64_t compute_optim_bytes = 0;   // fp32 master + m + v (mixed) or m + v (fp32)
+                                     // (m + v as state_dtype stores them)
   int64_t compute_live_bytes = 0;    // stage 3: whole units (options.live_params)
   // Per rank, on the offload tier.
   int64_t offload_grads_bytes = 0;  // fp32 gradient shard
@@ -66,6 +80,8 @@ struct MemoryEstimate {
 //   (zoff's engine keeps fp32 gradients: 4 bytes where these say 2, see fp32_gradients;
 //   stage 3 adds the units whole at once, live_params elements)
 //   fp32: 4-byte params and grads and K = 8 (m, v: the params are their own master).
+//   With state_dtype bf16 / int8, the 8 bytes of m + v per element become 4 / ~2.004
+//   (adam_state_bytes over each rank's elements).
 // With offload the optimizer states of the shard (12 bytes per element in both precisions:
 // in fp32 the offload tier keeps its own fp32 master copy) and an fp32 gradient shard
 // (4 bytes per element) live in the offload tier; the compute device keeps the params it

@@ -18,7 +18,9 @@ struct OptimizerBenchOptions {
 void validate_bench_options(const OptimizerBenchOptions& options);
 
 // Parameters per second, by kernel name:
-//   zoff:  adamw, adamw_bf16_out, adam, sgd (momentum 0.9), adagrad  (fused backend)
+//   zoff:  adamw, adamw_bf16_out, adam, sgd (momentum 0.9), adagrad  (fused backend);
+//          adamw_bf16_states, adamw_int8_states (AdamW with optimizer.state_dtype bf16 /
+//          int8, bf16 copy-out like adamw_bf16_out)
 //   torch: adamw, adam, sgd, adagrad  (torch::optim on the same spans)
 //   probe: adam_fp32 (28 B/param: read p g m v, write p m v), adam_bf16_out (+ 2 B written)
 struct OptimizerBenchResult {
@@ -32,7 +34,8 @@ OptimizerBenchResult run_optimizer_bench(const OptimizerBenchOptions& options);
 
 // A table with ratios zoff/torch and zoff/probe, headed by `command_line`.
 std::string format_bench_table(const OptimizerBenchResult& result, const std::string& command_line);
-// Exactly one JSON object: {"zoff": {...}, "torch": {...}, "probe": {...}} in params/s.
+// Exactly one JSON object: {"zoff": {...}, "torch": {...}, "probe": {...}} in params/s, and
+// "bytes_per_param": {...} the bytes each zoff kernel moves per parameter (the GB/s basis).
 std::string format_bench_json(const OptimizerBenchResult& result);
 
 }  // namespace zoff::optim
