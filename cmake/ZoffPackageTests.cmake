@@ -9,6 +9,13 @@ add_test(NAME package.InstalledConsumerBuildsAndRuns
 add_test(NAME package.AddSubdirectoryConfigures
          COMMAND ${CMAKE_COMMAND} -DZOFF_SOURCE_DIR=${PROJECT_SOURCE_DIR}
                  -DWORK_DIR=${ZOFF_PACKAGE_TEST_DIR}/subdir -DGENERATOR=${CMAKE_GENERATOR}
+                 -DVIA=add_subdirectory
+                 -P ${PROJECT_SOURCE_DIR}/tests/package/subdirectory_test.cmake)
+add_test(NAME package.FetchContentConfigures
+         COMMAND ${CMAKE_COMMAND} -DZOFF_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+                 -DWORK_DIR=${ZOFF_PACKAGE_TEST_DIR}/fetch -DGENERATOR=${CMAKE_GENERATOR}
+                 -DVIA=FetchContent
                  -P ${PROJECT_SOURCE_DIR}/tests/package/subdirectory_test.cmake)
 set_tests_properties(package.InstalledConsumerBuildsAndRuns package.AddSubdirectoryConfigures
+                     package.FetchContentConfigures
                      PROPERTIES LABELS package TIMEOUT 600)

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -249,16 +250,29 @@ TEST(CheckpointErrors, StageOptimizerModelAndSeedMismatch) {
 TEST(CheckpointErrors, EditedMetaFailsItsChecksum) {
   ScratchDir dir;
   const auto ckpt = saved_world2(dir);
-  auto meta = nlohmann::ordered_json::parse(read_text_file(ckpt + "/meta.json"));
-  meta["preset"] = "xl";
-  write_file_atomically(ckpt + "/meta.json", meta.dump(2) + "\n");
-  try {
-    read_checkpoint_info(ckpt);
-    FAIL() << "an edited meta.json was read";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  const std::string original = read_text_file(ckpt + "/meta.json");
+  // A top-level field, a field nested in the config, a field added and one removed: the
+  // checksum covers the whole object, not a list of fields.
+  const std::vector<std::function<void(nlohmann::ordered_json&)>> edits = {
+      [](nlohmann::ordered_json& m) { m["preset"] = "xl"; },
+      [](nlohmann::ordered_json& m) { m["config"]["train_batch_size"] = 24; },
+      [](nlohmann::ordered_json& m) { m["added_by_hand"] = true; },
+      [](nlohmann::ordered_json& m) { m.erase("step"); },
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    auto meta = nlohmann::ordered_json::parse(original);
+    ASSERT_TRUE(meta.contains("config") && meta.contains("step"));
+    edits[i](meta);
+    write_file_atomically(ckpt + "/meta.json", meta.dump(2) + "\n");
+    try {
+      read_checkpoint_info(ckpt);
+      ADD_FAILURE() << "edit " << i << ": an edited meta.json was read";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos)
+          << "edit " << i << ": " << e.what();
+    }
+    if (i == 0) expect_all_fail(load_errors(ckpt), "checksum mismatch");
   }
-  expect_all_fail(load_errors(ckpt), "checksum mismatch");
 }
 
 TEST(CheckpointErrors, TrainBatchSizeMismatch) {

@@ -1,8 +1,9 @@
 // `zoff train --save-model`, `zoff export --out` and `zoff report --out` replace only regular
-// files: a FIFO, a directory or a symbolic link at the path is refused (exit 2, one line) and
-// left as it was, and a bad --save-model is found before training starts.
+// files: a FIFO, a character device, a directory or a symbolic link at the path is refused (exit 2,
+// one line) and left as it was, and a bad --save-model is found before training starts.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <filesystem>
 #include <string>
@@ -36,7 +37,15 @@ std::vector<std::pair<std::string, std::string>> not_ours(const TempDir& dir) {
   fs::create_directories(dir.file("a_dir"));
   write_text(dir.file("precious"), "precious");
   fs::create_symlink(dir.file("precious"), dir.file("link"));
-  return {{fifo, "FIFO"}, {dir.file("a_dir"), "directory"}, {dir.file("link"), "symbolic link"}};
+  std::vector<std::pair<std::string, std::string>> paths = {
+      {fifo, "FIFO"}, {dir.file("a_dir"), "directory"}, {dir.file("link"), "symbolic link"}};
+  // The probe's case was /dev/full replaced by a file (as root). Our own node for the same
+  // device (1, 3 is /dev/null's), so a regression cannot damage the machine's; creating one
+  // needs CAP_MKNOD, which CI (root) has: elsewhere the device case is left out.
+  if (mknod(dir.file("device").c_str(), S_IFCHR | 0600, makedev(1, 3)) == 0) {
+    paths.emplace_back(dir.file("device"), "character device");
+  }
+  return paths;
 }
 
 // Each of not_ours() is still what it was (and the symlink's target is untouched).
@@ -45,6 +54,9 @@ void expect_untouched(const TempDir& dir) {
   EXPECT_TRUE(fs::is_directory(fs::symlink_status(dir.file("a_dir"))));
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir.file("link"))));
   EXPECT_EQ(read_text(dir.file("precious")), "precious");
+  if (fs::exists(fs::symlink_status(dir.file("device")))) {
+    EXPECT_TRUE(fs::is_character_file(fs::symlink_status(dir.file("device"))));
+  }
 }
 
 TEST(OutputPath, SaveModelRefusesWhatIsNotARegularFileBeforeTraining) {

@@ -1,5 +1,5 @@
-// `zoff train --data PATH`: gpt trains on a text file the test writes, cnn on a copy of the
-// Fashion-MNIST IDX files (one gzip'd, one not); a bad path is one line naming it, exit 2.
+// `zoff train --data PATH`: gpt trains on a text file or directory the test writes, cnn on a copy
+// of the Fashion-MNIST IDX files (one gzip'd, one not); a bad path is one line naming it, exit 2.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -32,6 +32,22 @@ TEST(TrainData, GptTrainsOnATextFile) {
     text += "the quick brown fox jumps over the lazy dog " + std::to_string(text.size()) + "\n";
   write_text(dir.file("corpus.txt"), text);
   const auto r = train_on(dir, "gpt", dir.file("corpus.txt"));
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("done: 2 steps"), std::string::npos) << describe(r);
+}
+
+// A directory of text files: each regular file is read, in name order.
+TEST(TrainData, GptTrainsOnADirectoryOfTextFiles) {
+  TempDir dir;
+  const fs::path corpus = dir.file("corpus");
+  fs::create_directories(corpus);
+  for (int f = 0; f < 3; ++f) {
+    std::string text;
+    while (text.size() < 8000)
+      text += "file " + std::to_string(f) + " line " + std::to_string(text.size()) + "\n";
+    write_text((corpus / ("part" + std::to_string(f) + ".txt")).string(), text);
+  }
+  const auto r = train_on(dir, "gpt", corpus.string());
   EXPECT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("done: 2 steps"), std::string::npos) << describe(r);
 }
