@@ -8,6 +8,7 @@
 #include "zoff/estimate/memory_estimate.h"
 #include "zoff/estimate/param_count.h"
 #include "zoff/models/gpt_config.h"
+#include "zoff/optim/state_dtype.h"
 
 namespace zoff::cli {
 namespace {
@@ -58,7 +59,7 @@ void run_estimate(const EstimateArgs& a, const estimate::PresetParamCount& prese
   o.nodes = a.nodes;
   o.offload = estimate::parse_offload(a.offload);
   o.precision = estimate::parse_precision(a.precision);
-  o.state_dtype = estimate::parse_state_dtype(a.state_dtype);
+  o.state_dtype = optim::parse_state_dtype(a.state_dtype);
   ZOFF_CHECK_ARG(a.live_params >= -1, "--live-params ", a.live_params, ": must be >= 0");
   o.live_params = default_live_params(a);
   const estimate::MemoryEstimate m = estimate::estimate_memory(o);

@@ -48,36 +48,8 @@ std::string to_string(OffloadTier t) {
   return "?";
 }
 
-StateDtype parse_state_dtype(const std::string& name) {
-  if (name == "fp32") return StateDtype::kFp32;
-  if (name == "bf16") return StateDtype::kBf16;
-  if (name == "int8") return StateDtype::kInt8;
-  throw UsageError("state_dtype = \"" + name + "\": must be fp32, bf16 or int8");
-}
-
-std::string to_string(StateDtype d) {
-  switch (d) {
-    case StateDtype::kFp32:
-      return "fp32";
-    case StateDtype::kBf16:
-      return "bf16";
-    case StateDtype::kInt8:
-      return "int8";
-  }
-  return "?";
-}
-
 int64_t adam_state_bytes(StateDtype dtype, int64_t elems) {
-  constexpr int64_t kBlock = 2048;  // optim::kStateBlock: one fp32 scale per block
-  switch (dtype) {
-    case StateDtype::kFp32:
-      return 8 * elems;
-    case StateDtype::kBf16:
-      return 4 * elems;
-    case StateDtype::kInt8:
-      return 2 * (elems + 4 * ((elems + kBlock - 1) / kBlock));
-  }
-  return 0;
+  return 2 * static_cast<int64_t>(optim::state_storage_bytes(dtype, static_cast<size_t>(elems)));
 }
 
 namespace {
@@ -169,7 +141,7 @@ std::string to_json(const MemoryEstimate& m) {
   j["ranks_per_node"] = m.ranks_per_node;
   j["precision"] = to_string(m.options.precision);
   j["offload"] = to_string(m.options.offload);
-  j["state_dtype"] = to_string(m.options.state_dtype);
+  j["state_dtype"] = optim::state_dtype_name(m.options.state_dtype);
   nlohmann::ordered_json stages = nlohmann::ordered_json::object();
   for (const StageEstimate& e : m.stages) {
     nlohmann::ordered_json s;
@@ -199,8 +171,8 @@ std::string to_table(const MemoryEstimate& m) {
      << o.ranks << (o.ranks == 1 ? " rank, " : " ranks, ") << o.nodes
      << (o.nodes == 1 ? " node" : " nodes") << " (" << m.ranks_per_node << " per node), "
      << (o.precision == Precision::kFp32 ? "fp32" : to_string(o.precision) + " mixed precision")
-     << ", offload " << to_string(o.offload) << ", optimizer states " << to_string(o.state_dtype)
-     << ".\n"
+     << ", offload " << to_string(o.offload) << ", optimizer states "
+     << optim::state_dtype_name(o.state_dtype) << ".\n"
      << "GB = 1e9 bytes, GiB = 2^30 bytes. Model states only: activations, communication "
         "buffers and fragmentation come on top.\n\n";
   const char* names[4] = {"0 (data parallel)", "1 (+ optimizer)", "2 (+ gradients)",

@@ -191,10 +191,9 @@ TEST(MemoryEstimateStateDtype, OptimizerBytesFollowTheStoredStates) {
     const double per_param =
         static_cast<double>(adam_state_bytes(d, shard)) / static_cast<double>(shard);
     EXPECT_LE(per_param, d == StateDtype::kFp32 ? 8.0 : d == StateDtype::kBf16 ? 4.0 : 2.01);
-    EXPECT_NE(to_json(m).find("\"state_dtype\": \"" + to_string(d) + "\""), std::string::npos);
+    EXPECT_NE(to_json(m).find("\"state_dtype\": \"" + optim::state_dtype_name(d) + "\""),
+              std::string::npos);
   }
-  EXPECT_EQ(parse_state_dtype("int8"), StateDtype::kInt8);
-  EXPECT_THROW(parse_state_dtype("fp16"), UsageError);
 }
 
 }  // namespace

@@ -5,22 +5,21 @@
 #include <cstdint>
 #include <string>
 
+#include "zoff/optim/state_dtype.h"
+
 namespace zoff::estimate {
 
 enum class Precision { kFp32, kBf16, kFp16 };
 enum class OffloadTier { kNone, kCpu, kNvme };
-// How Adam's m and v are stored (optimizer.state_dtype): 4, 2 or 1 byte per element, int8
-// plus one fp32 scale per 2048 elements (optim::kStateBlock).
-enum class StateDtype { kFp32, kBf16, kInt8 };
+// How Adam's m and v are stored (optimizer.state_dtype): the optimizer's own formats
+// (optim/state_dtype.h; parse with optim::parse_state_dtype).
+using optim::StateDtype;
 
 // "fp32" | "bf16" | "fp16" and "none" | "cpu" | "nvme"; anything else is a UsageError.
 Precision parse_precision(const std::string& name);
 OffloadTier parse_offload(const std::string& name);
 std::string to_string(Precision p);
 std::string to_string(OffloadTier t);
-// "fp32" | "bf16" | "int8"; anything else is a UsageError.
-StateDtype parse_state_dtype(const std::string& name);
-std::string to_string(StateDtype d);
 
 // Bytes of Adam's two states (m and v) over `elems` elements stored as `dtype`: 8 elems,
 // 4 elems, or 2 (elems + 4 ceil(elems / 2048)) for int8 (codes plus scales); the same
