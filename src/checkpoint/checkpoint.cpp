@@ -33,14 +33,19 @@ std::string join(const std::string& dir, const std::string& name) {
   return (fs::path(dir) / name).string();
 }
 
-// Elements of a state section over a shard of `shard_size` elements: int8 scales
-// ("<state>.scales") have one per optim::kStateBlock elements, everything else one each.
-int64_t state_section_numel(const std::string& name, int64_t shard_size) {
+// True for an int8 state's block scales ("<state>.scales").
+bool is_scales_section(const std::string& name) {
   const std::string suffix = ".scales";
-  const bool scales = name.size() > suffix.size() &&
-                      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  return scales ? static_cast<int64_t>(optim::state_blocks(static_cast<size_t>(shard_size)))
-                : shard_size;
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Elements of a state section over a shard of `shard_size` elements: int8 scales have one
+// per optim::kStateBlock elements, everything else one each.
+int64_t state_section_numel(const std::string& name, int64_t shard_size) {
+  return is_scales_section(name)
+             ? static_cast<int64_t>(optim::state_blocks(static_cast<size_t>(shard_size)))
+             : shard_size;
 }
 
 std::string rank_file_name(int rank) { return "rank_" + std::to_string(rank) + ".bin"; }
@@ -223,6 +228,15 @@ std::vector<std::string> engine_state_names(engine::ZeroEngine& engine) {
   return names;
 }
 
+// State names without the int8 scale sections: what a state is, not how it is stored.
+std::vector<std::string> base_state_names(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    if (!is_scales_section(n)) out.push_back(n);
+  }
+  return out;
+}
+
 // Everything in meta.json that must match the engine and the run before loading.
 void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
                       const CheckpointInfo& expected) {
@@ -237,14 +251,10 @@ void check_compatible(const CheckpointInfo& info, engine::ZeroEngine& engine,
   ZOFF_CHECK_ARG(info.optimizer_type == engine.config().optimizer.type, where, " has optimizer '",
                  info.optimizer_type, "', this job's config has '", engine.config().optimizer.type,
                  "'");
-  // Converting states between dtypes on resume is not done: one line naming both.
-  ZOFF_CHECK_ARG(info.state_dtype == engine.config().optimizer.state_dtype, where,
-                 " holds optimizer.state_dtype ", info.state_dtype,
-                 " states, this job's config has ", engine.config().optimizer.state_dtype,
-                 ": resuming across state dtypes is not supported");
-  const auto names = engine_state_names(engine);
-  ZOFF_CHECK_ARG(info.state_names == names, where,
-                 " holds other optimizer states than this job's optimizer has");
+  // Another state dtype is converted while resharding (reshard.cpp): the same states,
+  // each stored its own way (int8 ones with a ".scales" section beside them).
+  ZOFF_CHECK_ARG(base_state_names(info.state_names) == base_state_names(engine_state_names(engine)),
+                 where, " holds other optimizer states than this job's optimizer has");
   ZOFF_CHECK_ARG(info.model == expected.model, where, " is of model '", info.model,
                  "', this job trains '", expected.model, "'");
   ZOFF_CHECK_ARG(info.preset == expected.preset, where, " is of preset '", info.preset,
@@ -636,6 +646,14 @@ CheckpointInfo load_checkpoint(engine::ZeroEngine& engine, const std::string& di
   // Nobody touches the engine unless every rank's checks passed.
   agree_or_throw(comm, failure, "loading checkpoint " + dir_or_root, true);
   if (reshard) {
+    const std::string& dtype = engine.config().optimizer.state_dtype;
+    if (info.state_dtype != dtype && comm.rank() == 0) {
+      std::fprintf(stderr,
+                   "zoff: note: checkpoint %s holds %s optimizer states; converting them to %s "
+                   "(%s)\n",
+                   info.dir.c_str(), info.state_dtype.c_str(), dtype.c_str(),
+                   dtype == "fp32" ? "exact" : "rounded to the new format: not bitwise");
+    }
     // The old files this rank needs are verified as they are opened.
     try {
       info.rng_state = read_resharded(info, engine);

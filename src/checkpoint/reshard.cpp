@@ -23,6 +23,7 @@
 #include "zoff/checkpoint/atomic_file.h"
 #include "zoff/checkpoint/replicated_sections.h"
 #include "zoff/core/error.h"
+#include "zoff/optim/kernels.h"
 #include "zoff/optim/state_dtype.h"
 
 namespace zoff::checkpoint {
@@ -151,20 +152,41 @@ void decode_int8_piece(const Piece& p, const OldRankFile& file, const std::strin
   }
 }
 
-// Note: int8 states in another layout. A shard is padded_numel / world elements, so the old
-// blocks (kStateBlock elements from each old shard's element 0) do not line up with the new
-// ones in general: every element is decoded with its old block's scale into fp32 (this
-// rank's whole shard: 4 bytes per element in memory, once) and the new blocks are encoded
-// from that, as the step encodes (scale = block absmax). Not bitwise: a value may move by
-// up to a code step. Padding elements stay at the fresh engine's zeros.
-void reencode_int8(const std::vector<Piece>& pieces, const std::map<int, const OldRankFile*>& files,
-                   const engine::StateSection& codes_sec, const engine::StateSection& scales_sec,
-                   const std::string& file_section) {
-  const bool is_signed = codes_sec.dtype == "I8";
-  std::vector<float> values(static_cast<size_t>(codes_sec.numel), 0.0f);
-  for (const auto& p : pieces) {
-    decode_int8_piece(p, *files.at(p.old_rank), file_section, is_signed, &values);
+// One old state section's pieces, decoded to fp32 at their new positions in `values`
+// (this rank's shard; padding stays 0), whatever the old dtype.
+void decode_pieces(const std::vector<Piece>& pieces, const std::map<int, const OldRankFile*>& files,
+                   const std::string& file_section, const std::string& old_dtype,
+                   std::vector<float>* values) {
+  if (old_dtype == "I8" || old_dtype == "U8") {
+    for (const auto& p : pieces) {
+      decode_int8_piece(p, *files.at(p.old_rank), file_section, old_dtype == "I8", values);
+    }
+    return;
   }
+  const bool bf16 = old_dtype == "BF16";
+  ZOFF_CHECK(bf16 || old_dtype == "F32", "checkpoint: state section ", file_section, " has dtype ",
+             old_dtype, ", which cannot be converted");
+  const int64_t chunk = static_cast<int64_t>(kRankFileChunkBytes / sizeof(float));
+  std::vector<uint16_t> bits;
+  for (const auto& p : pieces) {
+    for (int64_t done = 0; done < p.count; done += chunk) {
+      const int64_t n = std::min(chunk, p.count - done);
+      float* dst = values->data() + p.new_pos + done;
+      if (!bf16) {
+        files.at(p.old_rank)->read(file_section, p.old_pos + done, n, sizeof(float), dst);
+        continue;
+      }
+      bits.resize(static_cast<size_t>(n));
+      files.at(p.old_rank)->read(file_section, p.old_pos + done, n, sizeof(uint16_t), bits.data());
+      for (int64_t i = 0; i < n; ++i) dst[i] = optim::bf16_to_float(bits[static_cast<size_t>(i)]);
+    }
+  }
+}
+
+// Encodes int8 codes and block scales from fp32 values, as the step does (scale = block
+// absmax, blocks counted from the shard's element 0).
+void encode_int8(const std::vector<float>& values, bool is_signed,
+                 const engine::StateSection& codes_sec, const engine::StateSection& scales_sec) {
   std::vector<uint8_t> codes(values.size());
   std::vector<float> scales(optim::state_blocks(values.size()));
   for (size_t b = 0; b < scales.size(); ++b) {
@@ -183,10 +205,49 @@ void reencode_int8(const std::vector<Piece>& pieces, const std::map<int, const O
   scales_sec.write(0, scales_sec.numel, scales.data());
 }
 
+// Note: a state through fp32, when the old and new formats differ or int8 blocks do not
+// line up. A shard is padded_numel / world elements, so old int8 blocks (kStateBlock
+// elements from each old shard's element 0) do not line up with the new ones in general;
+// and a checkpoint may hold another state dtype than the job's. Every element is decoded
+// (int8 with its old block's scale) into fp32, this rank's whole shard at once (4 bytes per
+// element), then encoded in the new format: exact into fp32; into bf16 rounded to nearest
+// even and into int8 with new block scales, so not bitwise. Padding stays 0. Returns how
+// many engine sections it wrote (int8: the codes and their scales).
+size_t convert_section(const std::vector<Piece>& pieces,
+                       const std::map<int, const OldRankFile*>& files,
+                       const std::vector<engine::StateSection>& sections, size_t i,
+                       const std::string& file_section, const std::string& old_dtype) {
+  const auto& sec = sections[i];
+  std::vector<float> values(static_cast<size_t>(sec.numel), 0.0f);
+  decode_pieces(pieces, files, file_section, old_dtype, &values);
+  if (sec.dtype == "I8" || sec.dtype == "U8") {
+    encode_int8(values, sec.dtype == "I8", sec, sections.at(i + 1));
+    return 2;
+  }
+  if (sec.dtype == "BF16") {
+    std::vector<uint16_t> bits(values.size());
+    for (size_t k = 0; k < values.size(); ++k) bits[k] = optim::float_to_bf16(values[k]);
+    sec.write(0, sec.numel, bits.data());
+  } else {
+    sec.write(0, sec.numel, values.data());
+  }
+  return 1;
+}
+
+// The rank-file dtype of each old state section, by its file name ("master", "optim.x").
+std::map<std::string, std::string> old_section_dtypes(const CheckpointInfo& info) {
+  std::map<std::string, std::string> dtypes{{"master", "F32"}};
+  for (size_t i = 0; i < info.state_names.size(); ++i) {
+    dtypes["optim." + info.state_names[i]] = info.state_dtypes.at(i);
+  }
+  return dtypes;
+}
+
 }  // namespace
 
 bool needs_resharding(const CheckpointInfo& info, const engine::ZeroEngine& engine) {
   const auto& layout = engine.layout();
+  if (info.state_dtype != engine.config().optimizer.state_dtype) return true;  // converted
   if (info.world_size != engine.comm()->size() || info.padded_numel != layout.padded_numel() ||
       info.regions.size() != layout.regions().size() ||
       info.slots.size() != layout.slots().size()) {
@@ -235,16 +296,19 @@ std::vector<uint8_t> read_resharded(const CheckpointInfo& info, engine::ZeroEngi
     }
   }
   for (const auto& [r, f] : open) files[r] = f.get();
-  auto sections = engine.state_sections();
-  for (size_t i = 0; i < sections.size(); ++i) {
+  const auto sections = engine.state_sections();
+  const auto old_dtypes = old_section_dtypes(info);
+  for (size_t i = 0; i < sections.size();) {
     const auto& sec = sections[i];
     const std::string file_section = sec.name == "master" ? "master" : "optim." + sec.name;
-    if (sec.dtype == "I8" || sec.dtype == "U8") {  // followed by its scales
-      reencode_int8(pieces, files, sec, sections.at(i + 1), file_section);
+    const std::string& old_dtype = old_dtypes.at(file_section);
+    const bool int8 = sec.dtype == "I8" || sec.dtype == "U8";
+    if (old_dtype == sec.dtype && !int8) {  // the same format: bytes as they are
+      copy_section(pieces, files, sec, file_section);
       ++i;
-      continue;
+    } else {
+      i += convert_section(pieces, files, sections, i, file_section, old_dtype);
     }
-    copy_section(pieces, files, sec, file_section);
   }
   torch::NoGradGuard no_grad;
   const OldRankFile& first = *files.at(0);
