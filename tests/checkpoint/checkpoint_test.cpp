@@ -7,8 +7,8 @@
 #include <torch/torch.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_test_support.h"
