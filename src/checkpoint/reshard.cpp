@@ -183,28 +183,6 @@ void decode_pieces(const std::vector<Piece>& pieces, const std::map<int, const O
   }
 }
 
-// Encodes int8 codes and block scales from fp32 values, as the step does (scale = block
-// absmax, blocks counted from the shard's element 0).
-void encode_int8(const std::vector<float>& values, bool is_signed,
-                 const engine::StateSection& codes_sec, const engine::StateSection& scales_sec) {
-  std::vector<uint8_t> codes(values.size());
-  std::vector<float> scales(optim::state_blocks(values.size()));
-  for (size_t b = 0; b < scales.size(); ++b) {
-    const size_t lo = b * optim::kStateBlock;
-    const size_t hi = std::min(values.size(), lo + optim::kStateBlock);
-    float absmax = 0.0f;
-    for (size_t i = lo; i < hi; ++i) absmax = std::max(absmax, std::fabs(values[i]));
-    scales[b] = absmax;
-    const float inv = optim::block_inv_scale(absmax);
-    for (size_t i = lo; i < hi; ++i) {
-      codes[i] = is_signed ? static_cast<uint8_t>(optim::encode_signed(values[i], inv))
-                           : optim::encode_unsigned(values[i], inv);
-    }
-  }
-  codes_sec.write(0, codes_sec.numel, codes.data());
-  scales_sec.write(0, scales_sec.numel, scales.data());
-}
-
 // Note: a state through fp32, when the old and new formats differ or int8 blocks do not
 // line up. A shard is padded_numel / world elements, so old int8 blocks (kStateBlock
 // elements from each old shard's element 0) do not line up with the new ones in general;
@@ -221,7 +199,13 @@ size_t convert_section(const std::vector<Piece>& pieces,
   std::vector<float> values(static_cast<size_t>(sec.numel), 0.0f);
   decode_pieces(pieces, files, file_section, old_dtype, &values);
   if (sec.dtype == "I8" || sec.dtype == "U8") {
-    encode_int8(values, sec.dtype == "I8", sec, sections.at(i + 1));
+    std::vector<uint8_t> codes(values.size());
+    const auto& scales_sec = sections.at(i + 1);
+    std::vector<float> scales(static_cast<size_t>(scales_sec.numel));
+    optim::encode_int8_blocks(values.data(), values.size(), sec.dtype == "I8", codes.data(),
+                              scales.data());
+    sec.write(0, sec.numel, codes.data());
+    scales_sec.write(0, scales_sec.numel, scales.data());
     return 2;
   }
   if (sec.dtype == "BF16") {

@@ -29,25 +29,33 @@ StateSection tensor_section(std::string name, torch::Tensor t) {
   return memory_section(std::move(name), "F32", t.numel(), t.data_ptr<float>());
 }
 
+// The rank-file dtype of optimizer state `name` stored as `dtype`: int8 codes are signed for
+// exp_avg and unsigned for exp_avg_sq (state_dtype.h's mappings).
+std::string section_dtype(optim::StateDtype dtype, const std::string& name) {
+  switch (dtype) {
+    case optim::StateDtype::kFp32:
+      return "F32";
+    case optim::StateDtype::kBf16:
+      return "BF16";
+    case optim::StateDtype::kInt8:
+      return name == "exp_avg" ? "I8" : "U8";
+  }
+  return "?";
+}
+
 // The sections of one stored optimizer state over `numel` elements from element `offset`
 // (stage 0 narrows the whole-buffer state to this rank's shard): fp32 floats, bf16 bits,
 // or int8 codes (signed for exp_avg, unsigned for exp_avg_sq) followed by their scales.
 void add_stored_sections(const std::string& name, const optim::StoredState& st, int64_t offset,
                          int64_t numel, std::vector<StateSection>* out) {
-  auto* data = static_cast<char*>(st.data);
-  switch (st.dtype) {
-    case optim::StateDtype::kFp32:
-      out->push_back(memory_section(name, "F32", numel, data + offset * 4));
-      return;
-    case optim::StateDtype::kBf16:
-      out->push_back(memory_section(name, "BF16", numel, data + offset * 2));
-      return;
-    case optim::StateDtype::kInt8:
-      ZOFF_CHECK(offset == 0, "int8 state ", name, ": a section must start at block 0");
-      out->push_back(memory_section(name, name == "exp_avg" ? "I8" : "U8", numel, data));
-      out->push_back(
-          memory_section(name + ".scales", "F32", static_cast<int64_t>(st.num_scales), st.scales));
-      return;
+  const std::string dtype = section_dtype(st.dtype, name);
+  const size_t elem = section_element_bytes(dtype);
+  ZOFF_CHECK(st.dtype != optim::StateDtype::kInt8 || offset == 0, "int8 state ", name,
+             ": a section must start at block 0");
+  out->push_back(memory_section(name, dtype, numel, static_cast<char*>(st.data) + offset * elem));
+  if (st.dtype == optim::StateDtype::kInt8) {
+    out->push_back(
+        memory_section(name + ".scales", "F32", static_cast<int64_t>(st.num_scales), st.scales));
   }
 }
 
@@ -110,8 +118,7 @@ std::vector<StateSection> ZeroEngine::state_sections() {
   for (size_t r = 0; r < names.size(); ++r) {
     StateSection s;
     s.name = names[r];
-    const size_t elem = tiered_->region_element_bytes(r);
-    s.dtype = elem == 4 ? "F32" : elem == 2 ? "BF16" : s.name == "exp_avg" ? "I8" : "U8";
+    s.dtype = r == 0 ? "F32" : section_dtype(tiered_->optimizer().state_dtype(), s.name);
     s.numel = shard_.size;
     TieredOptimizer* t = tiered_.get();
     s.read = [t, r](int64_t offset, int64_t n, void* dst) {

@@ -6,19 +6,6 @@
 #include "zoff/optim/compressed_adam.h"
 
 namespace zoff::optim {
-namespace {
-
-// Largest |x| of n floats, NaN ignored (the fused kernel's rule, so both agree on NaN).
-float absmax(const float* x, size_t n) {
-  float s = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    s = s < a ? a : s;
-  }
-  return s;
-}
-
-}  // namespace
 
 void reference_adam_bf16_states(const AdamCoefficients& c, float* params, const float* grads,
                                 uint16_t* exp_avg, uint16_t* exp_avg_sq, size_t n, CopyOut copy_out,
@@ -45,14 +32,9 @@ void reference_adam_int8_states(const AdamCoefficients& c, float* params, const 
     }
     reference_adam(c, params + begin, grads + begin, m.data(), v.data(), len, copy_out,
                    copy_out == CopyOut::kNone ? nullptr : out16 + begin);
-    s.exp_avg_scales[b] = absmax(m.data(), len);
-    s.exp_avg_sq_scales[b] = absmax(v.data(), len);
-    const float m_inv = block_inv_scale(s.exp_avg_scales[b]);
-    const float v_inv = block_inv_scale(s.exp_avg_sq_scales[b]);
-    for (size_t i = 0; i < len; ++i) {
-      s.exp_avg[begin + i] = encode_signed(m[i], m_inv);
-      s.exp_avg_sq[begin + i] = encode_unsigned(v[i], v_inv);
-    }
+    encode_int8_blocks(m.data(), len, true, reinterpret_cast<uint8_t*>(s.exp_avg + begin),
+                       s.exp_avg_scales + b);
+    encode_int8_blocks(v.data(), len, false, s.exp_avg_sq + begin, s.exp_avg_sq_scales + b);
   }
 }
 

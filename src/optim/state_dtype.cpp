@@ -1,6 +1,7 @@
 // Storage formats of optimizer states: names, sizes and the scalar int8 codecs.
 #include "zoff/optim/state_dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -71,6 +72,23 @@ float decode_unsigned(uint8_t q, float scale) {
   const float r = static_cast<float>(q) * kInvUnsignedMax;
   const float r2 = r * r;
   return r2 * r2 * scale;
+}
+
+void encode_int8_blocks(const float* x, size_t n, bool is_signed, uint8_t* codes, float* scales) {
+  for (size_t b = 0, lo = 0; lo < n; ++b, lo += kStateBlock) {
+    const size_t hi = std::min(n, lo + kStateBlock);
+    float absmax = 0.0f;
+    for (size_t i = lo; i < hi; ++i) {
+      const float a = std::fabs(x[i]);
+      absmax = absmax < a ? a : absmax;  // the fused kernel's rule: NaN never wins
+    }
+    scales[b] = absmax;
+    const float inv = block_inv_scale(absmax);
+    for (size_t i = lo; i < hi; ++i) {
+      codes[i] =
+          is_signed ? static_cast<uint8_t>(encode_signed(x[i], inv)) : encode_unsigned(x[i], inv);
+    }
+  }
 }
 
 float bf16_to_float(uint16_t bits) {

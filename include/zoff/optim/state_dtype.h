@@ -59,6 +59,12 @@ float decode_signed(int8_t q, float scale);
 uint8_t encode_unsigned(float x, float inv_scale);
 float decode_unsigned(uint8_t q, float scale);
 
+// Int8-encodes n floats in blocks of kStateBlock elements from element 0, as the step does:
+// a block's scale is its largest |x| (NaN ignored), each element is encode_signed (is_signed)
+// or encode_unsigned with block_inv_scale(scale). codes: n bytes (int8_t bits when signed);
+// scales: state_blocks(n) floats.
+void encode_int8_blocks(const float* x, size_t n, bool is_signed, uint8_t* codes, float* scales);
+
 // bf16 bits -> float (exact).
 float bf16_to_float(uint16_t bits);
 
