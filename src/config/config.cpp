@@ -342,15 +342,20 @@ void parse_offload_optimizer(Section& z, ZeroConfig& zc, std::vector<std::string
   read_checked(off->boolean("overlap_step"), &oc.overlap_step, *off, "overlap_step", any, "");
   read_checked(
       off->string("gradients"), &oc.gradients, *off, "gradients",
-      [](const std::string& g) { return g == "auto" || g == "cpu" || g == "nvme"; },
-      "must be \"auto\", \"cpu\" or \"nvme\"");
-  if (oc.gradients == "nvme" && oc.device != "nvme") {
+      [](const std::string& g) {
+        return g == "auto" || g == "cpu" || g == "nvme" || g == "stream";
+      },
+      "must be \"auto\", \"cpu\", \"nvme\" or \"stream\"");
+  if ((oc.gradients == "nvme" || oc.gradients == "stream") && oc.device != "nvme") {
     fail(off->path_of("gradients"), json(oc.gradients),
          "needs zero_optimization.offload_optimizer.device = \"nvme\"");
   }
   read_checked(
       off->integer("buffer_count"), &oc.buffer_count, *off, "buffer_count",
       [](int64_t v) { return v >= 0 && v <= 1024; }, "must be in [0, 1024] (0 = automatic)");
+  read_checked(
+      off->integer("stream_buffers"), &oc.stream_buffers, *off, "stream_buffers",
+      [](int64_t v) { return v >= 0 && v <= 4096; }, "must be in [0, 4096] (0 = automatic)");
   if (oc.device == "nvme" && oc.nvme_path.empty()) {
     fail(off->path_of("device"), json(oc.device),
          "needs zero_optimization.offload_optimizer.nvme_path");

@@ -78,6 +78,8 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
   }
   const size_t bytes = static_cast<size_t>(group_) * sizeof(float);
   const bool grads = sub_groups.grads_in_tier;
+  ZOFF_CHECK(!(grads && sub_groups.grads_streamed),
+             "tiered optimizer: gradients both in the tier and streamed");
   if (grads) {
     grads_region_ = tier_.allocate("grads", numel_ * sizeof(float));
     // A window is one sub-group's span widened to whole blocks at both ends.
@@ -94,6 +96,13 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
     }
     if (grads) slot->grads = offload::HostBuffer(bytes, tier_.alignment());
     slots_.push_back(std::move(slot));
+  }
+  if (sub_groups.grads_streamed) {
+    const int64_t auto_count = std::max<int64_t>(8, 4 * static_cast<int64_t>(slots_.size()));
+    const int64_t buffers = sub_groups.stream_buffers > 0 ? sub_groups.stream_buffers : auto_count;
+    window_ = std::make_unique<GradWindow>(static_cast<size_t>(group_),
+                                           static_cast<size_t>(buffers), timeout_);
+    zeros_ = offload::HostBuffer(bytes, tier_.alignment());
   }
   fill_states();
   submitted_.assign(groups(), false);
@@ -189,14 +198,7 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
   const bool copy = job_.copy_out != optim::CopyOut::kNone;
   uint16_t* out16 = nullptr;
   if (copy) out16 = out_region_ != nullptr ? slot.out.as<uint16_t>() : job_.out16 + begin;
-  const float* grads = job_.grads + begin;
-  if (grads_region_) {
-    grads = slot.grads.as<float>();
-    if (grad_scale_ != 1.0) {  // clipping: the tensor multiply the in-memory path does
-      torch::from_blob(slot.grads.data(), {static_cast<int64_t>(n)}, torch::kFloat32)
-          .mul_(grad_scale_);
-    }
-  }
+  const float* grads = group_grads(g, slot);
   if (state_bytes_ == sizeof(float)) {
     optimizer_.step_span(master, grads, states.data(), n, job_.copy_out, out16);
   } else {
@@ -214,6 +216,22 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
   if (out_region_ == nullptr && job_.out32 != nullptr) {
     std::memcpy(job_.out32 + begin, master, n * sizeof(float));
   }
+  if (window_) window_->release(g);  // consumed: backward may fill another sub-group
+}
+
+// Sub-group g's gradients for update(): in host memory, read from the tier with the
+// master (scaled there when clipping), or the window's buffer (zeros when none came).
+const float* TieredOptimizer::group_grads(size_t g, Slot& slot) {
+  if (window_) {
+    const float* streamed = window_->find(g);
+    return streamed != nullptr ? streamed : zeros_.as<float>();
+  }
+  if (!grads_region_) return job_.grads + g * static_cast<size_t>(group_);
+  if (grad_scale_ != 1.0) {  // clipping: the tensor multiply the in-memory path does
+    torch::from_blob(slot.grads.data(), {static_cast<int64_t>(group_size(g))}, torch::kFloat32)
+        .mul_(grad_scale_);
+  }
+  return slot.grads.as<float>();
 }
 
 void TieredOptimizer::issue_write(size_t g, Slot& slot) {
@@ -260,7 +278,8 @@ void TieredOptimizer::step(const float* grads, double lr, optim::CopyOut copy_ou
 void TieredOptimizer::begin_step(const float* grads, double lr, optim::CopyOut copy_out,
                                  uint16_t* out16, float* out32) {
   ZOFF_CHECK(!job_.active, "tiered optimizer: begin_step during a step");
-  ZOFF_CHECK(grads != nullptr || numel_ == 0 || grads_region_, "tiered optimizer: no gradients");
+  ZOFF_CHECK(grads != nullptr || numel_ == 0 || grads_region_ || window_,
+             "tiered optimizer: no gradients");
   check_regions();
   optimizer_.begin_step(lr);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -285,6 +304,9 @@ void TieredOptimizer::submit(size_t g) {
 }
 
 void TieredOptimizer::grads_final(size_t offset, size_t n) {
+  ZOFF_CHECK(!window_,
+             "tiered optimizer: grads_final with streamed gradients (accumulate_grads "
+             "submits each sub-group itself)");
   ZOFF_CHECK(offset + n <= numel_, "tiered optimizer: final range [", offset, ", ", offset + n,
              ") is outside ", numel_, " elements");
   const auto group = static_cast<size_t>(group_);
@@ -337,6 +359,10 @@ void TieredOptimizer::set_grad_scale(double coef) {
 // there unless the window is all new values, add or copy the piece in, divide, write back.
 double TieredOptimizer::accumulate_grads(size_t offset, const float* piece, size_t n, bool first,
                                          int divide_by) {
+  if (window_) {
+    ZOFF_CHECK(first, "tiered optimizer: streamed gradients cannot accumulate micro-batches");
+    return stream_grads(offset, piece, n, divide_by);
+  }
   ZOFF_CHECK(grads_region_, "tiered optimizer: accumulate_grads without grads_in_tier");
   ZOFF_CHECK(offset + n <= numel_, "tiered optimizer: gradient range [", offset, ", ", offset + n,
              ") is outside ", numel_, " elements");
@@ -367,6 +393,35 @@ double TieredOptimizer::accumulate_grads(size_t offset, const float* piece, size
   return squares;
 }
 
+// Sub-group by sub-group: the piece's values into the window buffer (divided like the
+// in-memory path's tensor division), and the sub-group to the worker once all of its
+// elements came. Waits (bounded) for a buffer when the window is full.
+double TieredOptimizer::stream_grads(size_t offset, const float* piece, size_t n, int divide_by) {
+  ZOFF_CHECK(job_.active, "tiered optimizer: streamed gradients outside a step");
+  ZOFF_CHECK(offset + n <= numel_, "tiered optimizer: gradient range [", offset, ", ", offset + n,
+             ") is outside ", numel_, " elements");
+  const auto group = static_cast<size_t>(group_);
+  double squares = 0;
+  for (size_t done = 0; done < n;) {
+    const size_t at = offset + done;
+    const size_t g = at / group;
+    const size_t k = std::min(n - done, (g + 1) * group - at);
+    float* buffer = window_->acquire(g);
+    auto dest =
+        torch::from_blob(buffer + (at - g * group), {static_cast<int64_t>(k)}, torch::kFloat32);
+    dest.copy_(torch::from_blob(const_cast<float*>(piece + done), {static_cast<int64_t>(k)},
+                                torch::kFloat32));
+    if (divide_by > 1) dest.div_(static_cast<double>(divide_by));
+    squares += dest.square().sum().to(torch::kFloat64).item<double>();
+    final_elems_[g] += k;
+    ZOFF_CHECK(final_elems_[g] <= group_size(g), "tiered optimizer: sub-group ", g,
+               " got a gradient twice in one step");
+    if (final_elems_[g] == group_size(g)) submit(g);
+    done += k;
+  }
+  return squares;
+}
+
 // Queues the sub-groups not submitted yet, closes the step and waits for the worker to
 // finish it (at most timeout_). False on timeout.
 bool TieredOptimizer::close_and_wait() {
@@ -379,6 +434,7 @@ bool TieredOptimizer::close_and_wait() {
   wake_.notify_all();
   const bool done = finished_.wait_for(lock, timeout_, [&] { return !running_; });
   job_.active = false;
+  if (window_ && done) window_->release_all();  // what an abandoned step left
   return done;
 }
 
@@ -492,6 +548,7 @@ size_t TieredOptimizer::host_bytes() const {
     bytes += slot->out.capacity() + slot->grads.capacity();
   }
   for (const auto& s : scales_) bytes += s.size() * sizeof(float);
+  if (window_) bytes += window_->capacity_bytes() + zeros_.capacity();
   return bytes + grads_window_.capacity();
 }
 

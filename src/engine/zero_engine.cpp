@@ -188,8 +188,12 @@ void ZeroEngine::setup_nvme() {
   SubGroupOptions sub_groups;
   sub_groups.sub_group_elems = config_.zero.sub_group_size;
   sub_groups.buffer_count = offload.buffer_count;
-  grads_in_tier_ = choose_grads_in_tier();
-  sub_groups.grads_in_tier = grads_in_tier_;
+  const std::string grads = choose_grads_place();
+  grads_in_tier_ = grads != "cpu";  // not in memory: the squares are summed as they come
+  grads_streamed_ = grads == "stream";
+  sub_groups.grads_in_tier = grads == "nvme";
+  sub_groups.grads_streamed = grads_streamed_;
+  sub_groups.stream_buffers = offload.stream_buffers;
   tiered_ =
       std::make_unique<TieredOptimizer>(*nvme_, config_.optimizer, options_.optimizer_threads,
                                         static_cast<size_t>(layout_->shard_size()), sub_groups);
@@ -211,31 +215,53 @@ size_t available_host_bytes() {
 
 }  // namespace
 
-// offload_optimizer.gradients: "nvme" is checked, "auto" picks nvme when this rank's fp32
-// gradient shard would take more than half of the memory available now (the rest is for
-// the parameters, activations and the step's buffers).
-bool ZeroEngine::choose_grads_in_tier() const {
-  const std::string& where = config_.zero.offload_optimizer.gradients;
-  if (where == "cpu") return false;
-  if (where == "nvme") {
-    ZOFF_CHECK_ARG(stage_ >= 2,
-                   "zero_optimization.offload_optimizer.gradients = nvme needs stage 2 or 3 "
-                   "(stage 1 keeps the whole fp32 gradient in memory)");
-    ZOFF_CHECK_ARG(!config_.fp16.enabled,
-                   "zero_optimization.offload_optimizer.gradients = nvme does not work with "
-                   "fp16 (its overflow check reads every gradient before the step): use bf16");
-    return true;
+// offload_optimizer.gradients = "stream": what the streamed step needs, or why not ("").
+std::string ZeroEngine::why_not_streamed() const {
+  if (!config_.zero.offload_optimizer.overlap_step) return "offload_optimizer.overlap_step = false";
+  if (config_.gradient_clipping != 0.0)
+    return "gradient_clipping > 0 (the norm needs every gradient first)";
+  if (config_.fp16.enabled) return "fp16 (its overflow check reads every gradient first)";
+  if (config_.gradient_accumulation_steps != 1) {
+    return "gradient_accumulation_steps = " + std::to_string(config_.gradient_accumulation_steps) +
+           " (micro-batches would need a place to add up)";
   }
+  return "";
+}
+
+// offload_optimizer.gradients: "nvme" and "stream" are checked; "auto" picks one of them
+// when this rank's fp32 gradient shard would take more than half of the memory available
+// now (the rest is for the parameters, activations and the step's buffers): "stream"
+// where it can work (nothing written to disk), else "nvme". Returns cpu, nvme or stream.
+std::string ZeroEngine::choose_grads_place() const {
+  const std::string& where = config_.zero.offload_optimizer.gradients;
+  if (where == "cpu") return where;
+  if (where == "nvme" || where == "stream") {
+    ZOFF_CHECK_ARG(stage_ >= 2, "zero_optimization.offload_optimizer.gradients = ", where,
+                   " needs stage 2 or 3 (stage 1 keeps the whole fp32 gradient in memory)");
+    ZOFF_CHECK_ARG(!config_.fp16.enabled, "zero_optimization.offload_optimizer.gradients = ", where,
+                   " does not work with fp16 (its overflow check reads every gradient before "
+                   "the step): use bf16");
+  }
+  if (where == "stream") {
+    const std::string why = why_not_streamed();
+    ZOFF_CHECK_ARG(why.empty(),
+                   "zero_optimization.offload_optimizer.gradients = stream needs the "
+                   "step overlapped with a single backward; not with ",
+                   why);
+    return where;
+  }
+  if (where == "nvme") return where;
   ZOFF_CHECK_ARG(where == "auto", "zero_optimization.offload_optimizer.gradients = ", where,
-                 ": must be auto, cpu or nvme");
-  if (stage_ < 2 || config_.fp16.enabled) return false;
+                 ": must be auto, cpu, nvme or stream");
+  if (stage_ < 2 || config_.fp16.enabled) return "cpu";
   const size_t shard_bytes = static_cast<size_t>(layout_->shard_size()) * sizeof(float);
   const size_t available = available_host_bytes();
-  if (available == 0 || shard_bytes <= available / 2) return false;
+  if (available == 0 || shard_bytes <= available / 2) return "cpu";
+  const std::string place = why_not_streamed().empty() ? "stream" : "nvme";
   std::cerr << "zoff: rank " << comm_->rank() << ": the fp32 gradient shard (" << shard_bytes
             << " bytes) exceeds half of the available memory (" << available
-            << " bytes): it accumulates in the nvme tier (offload_optimizer.gradients = auto)\n";
-  return true;
+            << " bytes): offload_optimizer.gradients = auto chose " << place << "\n";
+  return place;
 }
 
 // A reduced bucket's shard range, into the gradient region: the last micro-batch also
@@ -586,7 +612,8 @@ void ZeroEngine::tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, floa
 }
 
 void ZeroEngine::on_shard_final(int64_t offset, int64_t size) {
-  if (!overlapping_ || size == 0) return;
+  // Streamed gradients: accumulate_grads submitted each complete sub-group itself.
+  if (!overlapping_ || size == 0 || grads_streamed_) return;
   torch::NoGradGuard no_grad;
   if (comm_->size() > 1 && !grads_in_tier_) {  // in the tier: divided as it was written
     reducer_->reduced_grads().narrow(0, offset, size).div_(static_cast<double>(comm_->size()));

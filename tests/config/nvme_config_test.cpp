@@ -81,8 +81,15 @@ const BadCase kBadCases[] = {
      "zero_optimization.offload_optimizer.buffer_count = -1: must be in [0, 1024]"},
     {"gradients_unknown", R"({"train_batch_size": 4, "zero_optimization": {"stage": 2,
         "offload_optimizer": {"device": "nvme", "nvme_path": "/n", "gradients": "disk"}}})",
-     "zero_optimization.offload_optimizer.gradients = \"disk\": must be \"auto\", \"cpu\" or "
-     "\"nvme\""},
+     "zero_optimization.offload_optimizer.gradients = \"disk\": must be \"auto\", \"cpu\", "
+     "\"nvme\" or \"stream\""},
+    {"gradients_stream_cpu_offload", R"({"train_batch_size": 4, "zero_optimization": {"stage": 2,
+        "offload_optimizer": {"device": "cpu", "gradients": "stream"}}})",
+     "zero_optimization.offload_optimizer.gradients = \"stream\": needs "
+     "zero_optimization.offload_optimizer.device = \"nvme\""},
+    {"stream_buffers_negative", R"({"train_batch_size": 4, "zero_optimization": {"stage": 2,
+        "offload_optimizer": {"device": "nvme", "nvme_path": "/n", "stream_buffers": -2}}})",
+     "zero_optimization.offload_optimizer.stream_buffers = -2: must be in [0, 4096]"},
     {"gradients_nvme_cpu_offload", R"({"train_batch_size": 4, "zero_optimization": {"stage": 2,
         "offload_optimizer": {"device": "cpu", "gradients": "nvme"}}})",
      "zero_optimization.offload_optimizer.gradients = \"nvme\": needs "

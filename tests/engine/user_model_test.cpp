@@ -241,6 +241,85 @@ INSTANTIATE_TEST_SUITE_P(StagesWorldsDtypes, UserModelNvmeCompressedStates,
                          ::testing::Combine(::testing::Values(2, 3), ::testing::Values(1, 3),
                                             ::testing::Values("bf16", "int8")));
 
+// Streamed gradients (offload_optimizer.gradients = "stream"): no gradient shard anywhere,
+// each sub-group stepped from its window buffer as soon as backward completed it. The
+// arithmetic is the in-memory overlapped step's, so losses and parameters are bitwise the
+// cpu offload run's; a window of 3 buffers makes backward wait for the step.
+class UserModelNvmeStreamedGradients
+    : public ::testing::TestWithParam<std::tuple<int, int, std::string>> {};
+
+TEST_P(UserModelNvmeStreamedGradients, IsBitwiseTheCpuOffloadRun) {
+  const auto [stage, world, dtype] = GetParam();
+  auto cfg = testing::base_config(stage, world, kGlobal, /*accum=*/1);
+  cfg.optimizer.type = "adamw";
+  cfg.optimizer.state_dtype = dtype;
+  cfg.bf16 = true;
+  cfg.zero.offload_optimizer.device = "cpu";
+  const auto want = run_engine(cfg, world);
+  const std::string dir = "/var/tmp/zoff_user_model_stream_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  cfg.zero.offload_optimizer.device = "nvme";
+  cfg.zero.offload_optimizer.nvme_path = dir;
+  cfg.zero.offload_optimizer.gradients = "stream";
+  cfg.zero.sub_group_size = 1024;
+  std::vector<config::Config> variants{cfg, cfg};
+  variants[1].zero.offload_optimizer.stream_buffers = 3;
+  if (stage == 3) {
+    variants[1].zero.offload_param.device = "nvme";
+    variants[1].zero.offload_param.nvme_path = dir;
+  }
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const auto got = run_engine(variants[v], world);
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(want[static_cast<size_t>(r)].losses, got[static_cast<size_t>(r)].losses)
+          << "variant " << v << " rank " << r;
+      EXPECT_TRUE(
+          torch::equal(want[static_cast<size_t>(r)].params, got[static_cast<size_t>(r)].params))
+          << "variant " << v << " rank " << r;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesWorldsDtypes, UserModelNvmeStreamedGradients,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values(1, 3),
+                                            ::testing::Values("fp32", "int8")));
+
+// What streamed gradients cannot do is refused at construction, naming the key and why.
+TEST(UserModelNvmeStreamedGradientsRefused, WhereTheyCannotWork) {
+  auto base = testing::base_config(2, 1, kGlobal, /*accum=*/1);
+  base.optimizer.type = "adamw";
+  base.zero.offload_optimizer.device = "nvme";
+  base.zero.offload_optimizer.nvme_path = "/var/tmp";
+  base.zero.offload_optimizer.gradients = "stream";
+  std::vector<std::pair<config::Config, std::string>> bad;
+  bad.emplace_back(base, "gradient_clipping");
+  bad.back().first.gradient_clipping = 1.0;
+  bad.emplace_back(testing::base_config(2, 1, kGlobal, /*accum=*/2),
+                   "gradient_accumulation_steps = 2");
+  bad.back().first.optimizer.type = "adamw";
+  bad.back().first.zero.offload_optimizer = base.zero.offload_optimizer;
+  bad.emplace_back(base, "overlap_step = false");
+  bad.back().first.zero.offload_optimizer.overlap_step = false;
+  bad.emplace_back(base, "fp16");
+  bad.back().first.fp16.enabled = true;
+  bad.emplace_back(base, "needs stage 2 or 3");
+  bad.back().first.zero.stage = 1;
+  for (const auto& [cfg, why] : bad) {
+    testing::run_ranks(1, [&](dist::CommPtr comm, int) {
+      auto model = make_user_model();
+      try {
+        ZeroEngine engine(model.ptr(), cfg, comm);
+        ADD_FAILURE() << "accepted: " << why;
+      } catch (const UsageError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("offload_optimizer.gradients = stream"), std::string::npos) << what;
+        EXPECT_NE(what.find(why), std::string::npos) << what;
+      }
+    });
+  }
+}
+
 // A tier file deleted or truncated between steps (another process, a cleanup script):
 // the next step fails with one error naming the file, before any byte moves, and so does
 // every step after it (the run never goes on from data it cannot trust).

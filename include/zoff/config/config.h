@@ -43,10 +43,20 @@ struct OffloadConfig {
   // nvme only (zoff): where the fp32 gradient shard accumulates. "cpu": in host memory
   // (4 bytes per shard element); "nvme": in a file of the tier, each reduced bucket added
   // into it (read, add, write) and each sub-group's gradients read back with its master
-  // and states at the step, for shards larger than RAM; "auto" (default): "nvme" when the
-  // shard would take more than half of the memory available at start, else "cpu".
-  // "nvme" needs bf16 or fp32 (fp16's overflow check reads every gradient first).
+  // and states at the step, for shards larger than RAM; "stream": kept nowhere, each
+  // sub-group's gradients held in host memory only from the reduction that completes them
+  // to the overlapped step's update of that sub-group (a bounded window, see
+  // stream_buffers), for models whose gradient shard fits neither RAM nor disk; needs the
+  // overlapped step (overlap_step, gradient_clipping = 0, no fp16) and
+  // gradient_accumulation_steps = 1. "auto" (default): when the shard would take more than
+  // half of the memory available at start, "stream" where it can work, else "nvme";
+  // otherwise "cpu". "nvme" needs bf16 or fp32 (fp16's overflow check reads every
+  // gradient first).
   std::string gradients = "auto";
+  // gradients = "stream": sub-group buffers (sub_group_size fp32 each) backward may fill
+  // ahead of the step; 0 = 4 x the step's slots, at least 8. Backward waits when all are
+  // held.
+  int64_t stream_buffers = 0;
 };
 
 // offload_param (stage 3): where each rank's parameter shards live. On a CPU-only machine

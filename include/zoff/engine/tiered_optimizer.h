@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "zoff/engine/grad_window.h"
 #include "zoff/offload/host_buffer.h"
 #include "zoff/offload/tier.h"
 #include "zoff/optim/span_optimizer.h"
@@ -29,6 +30,15 @@ struct SubGroupOptions {
   // accumulate_grads(); the step reads each sub-group's gradients with its master and
   // states (one more buffer per sub-group) instead of taking them from host memory.
   bool grads_in_tier = false;
+  // The gradients are not kept at all (offload_optimizer.gradients = "stream"): each
+  // sub-group's reduced gradients go into a host buffer of a bounded window and the step
+  // consumes and frees it as soon as the sub-group is complete. Needs a step begun before
+  // backward (begin_step) and one accumulate_grads() per element per step (no gradient
+  // accumulation, no clipping). Excludes grads_in_tier.
+  bool grads_streamed = false;
+  // grads_streamed: sub-group buffers the window may hold at once; 0 = 4 x the step's
+  // slots (at least 8). Backward waits when they are all held.
+  int64_t stream_buffers = 0;
   // Longest wait of finish_step() for the worker (each I/O wait has the tier's own timeout).
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
@@ -92,7 +102,10 @@ class TieredOptimizer {
 
   // grads_in_tier: adds `piece` (n fp32 values, a reduced bucket's shard range) into the
   // gradient region at element `offset` (read, add, write back, in aligned windows), or
-  // replaces what is there when `first` (the first micro-batch since the last step). When
+  // replaces what is there when `first` (the first micro-batch since the last step).
+  // grads_streamed: copies the piece into its sub-groups' window buffers (`first` must
+  // hold: each element comes once per step) and submits each sub-group whose elements
+  // have all come, during the step begun with begin_step(). When
   // `divide_by` > 1 the resulting values are divided by it (the mean over ranks, the same
   // tensor division the in-memory path does). Returns the sum of the squares of the
   // resulting values (for the gradient norm). Synchronous; calls must not overlap each
@@ -103,6 +116,7 @@ class TieredOptimizer {
   // 1 by finish_step().
   void set_grad_scale(double coef);
   bool grads_in_tier() const { return grads_region_ != nullptr; }
+  bool grads_streamed() const { return window_ != nullptr; }
   // Ends a step without submitting more: waits for the sub-groups already submitted, does
   // not count the step. The regions then mix old and new values.
   void abandon_step();
@@ -133,7 +147,7 @@ class TieredOptimizer {
   const optim::SpanOptimizer& optimizer() const { return optimizer_; }
   int64_t sub_group_elems() const { return group_; }
   int slots() const { return static_cast<int>(slots_.size()); }
-  size_t host_bytes() const;        // the staging buffers (and int8 scales)
+  size_t host_bytes() const;        // the staging buffers (int8 scales, the gradient window)
   size_t disk_bytes() const;        // the regions, master included
   size_t state_disk_bytes() const;  // the optimizer states' regions
   size_t grad_disk_bytes() const;   // the gradient region (grads_in_tier), else 0
@@ -161,6 +175,8 @@ class TieredOptimizer {
   bool close_and_wait();
   void check_regions() const;
   void fill_states();
+  double stream_grads(size_t offset, const float* piece, size_t n, int divide_by);
+  const float* group_grads(size_t g, Slot& slot);
   template <class Copy>
   void stream_range(size_t region, size_t offset, size_t n, bool write_back, const Copy& copy);
 
@@ -173,6 +189,8 @@ class TieredOptimizer {
   std::unique_ptr<offload::TierRegion> grads_region_;          // grads_in_tier only
   std::vector<std::vector<float>> scales_;  // int8 only: per state, one per kStateBlock
   offload::HostBuffer grads_window_;        // accumulate_grads' read-add-write window
+  std::unique_ptr<GradWindow> window_;      // grads_streamed only
+  offload::HostBuffer zeros_;               // grads_streamed: a sub-group's zero gradients
   double grad_scale_ = 1.0;
   std::vector<std::unique_ptr<Slot>> slots_;
   size_t appended_ = 0;  // master elements written so far by append_master

@@ -7,6 +7,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "zoff/config/config.h"
@@ -166,7 +167,8 @@ class ZeroEngine {
   void check_config();
   void setup_buffers();
   void setup_nvme();
-  bool choose_grads_in_tier() const;
+  std::string choose_grads_place() const;
+  std::string why_not_streamed() const;
   void on_grad_piece(int64_t offset, const torch::Tensor& piece, bool first);
   std::unique_ptr<UnitPieces> make_unit_pieces();
   offload::AioOptions aio_options() const;
@@ -229,7 +231,8 @@ class ZeroEngine {
   // offload_optimizer.gradients resolved to nvme: the fp32 gradient shard accumulates in
   // a region of nvme_ (no shard tensor in memory); `grad_squares_` sums the squares of its
   // final values as the last micro-batch writes them (this rank's part of the norm).
-  bool grads_in_tier_ = false;
+  bool grads_in_tier_ = false;   // the fp32 gradient shard is not in memory (nvme or stream)
+  bool grads_streamed_ = false;  // ... nor anywhere: consumed by the overlapped step
   double grad_squares_ = 0;
   std::unique_ptr<LossScaler> scaler_;
   int64_t step_ = 0;     // optimizer steps, including fp16-skipped ones
