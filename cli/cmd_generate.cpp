@@ -11,11 +11,14 @@
 #include "command.h"
 #include "zoff/checkpoint/checkpoint.h"
 #include "zoff/checkpoint/load_module.h"
+#include "zoff/checkpoint/safetensors_reader.h"
 #include "zoff/core/error.h"
 #include "zoff/core/limits.h"
+#include "zoff/core/process_memory.h"
 #include "zoff/models/generate.h"
 #include "zoff/models/gpt.h"
 #include "zoff/models/gpt_config.h"
+#include "zoff/unit/streamed_weights.h"
 
 namespace zoff::cli {
 namespace {
@@ -28,7 +31,56 @@ struct GenerateArgs {
   int64_t top_k = 40;
   uint64_t seed = 0;
   int threads = 0;
+  std::string stream = "auto";  // --stream-weights: auto | yes | no
 };
+
+bool is_safetensors(const std::string& path) {
+  const std::string ext = ".safetensors";
+  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+}
+
+// A model file from `zoff train --save-model FILE.safetensors` or `zoff export`: the gpt is
+// rebuilt from its metadata without values, then either valued whole (it fits) or run with
+// each unit read from the file as forward reaches it (--stream-weights; auto: when the
+// fp32 model would take more than half of the available memory).
+std::string generate_from_safetensors(const GenerateArgs& a) {
+  checkpoint::SafetensorsFile file(a.checkpoint);
+  const auto& meta = file.metadata();
+  const auto field = [&](const std::string& key) {
+    auto it = meta.find(key);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  ZOFF_CHECK_ARG(
+      field("model") == "gpt" && !field("preset").empty(), "--checkpoint ", a.checkpoint,
+      ": metadata names model '", field("model"), "' preset '", field("preset"),
+      "'; zoff generate needs a gpt file written by zoff (train --save-model or export)");
+  const int64_t context = field("context").empty() ? 0 : std::stoll(field("context"));
+  models::Gpt model(models::gpt_preset(field("preset"), context), models::GptInit::kDeferred);
+  const unit::ParamInit values = checkpoint::safetensors_param_init(*model, a.checkpoint);
+  const int64_t fp32_bytes = 4 * models::gpt_param_count(model->config());
+  const int64_t available = available_memory_bytes();
+  const bool stream =
+      a.stream == "yes" || (a.stream == "auto" && available > 0 && fp32_bytes > available / 2);
+  if (!stream) {
+    torch::NoGradGuard no_grad;
+    for (const auto& item : model->named_parameters()) {
+      if (!unit::is_deferred(item.value())) continue;
+      auto t = torch::empty(item.value().sizes(), item.value().options().requires_grad(false));
+      values(item.key(), t);
+      item.value().set_data(t);
+    }
+    return models::generate(model, a.prompt, a.tokens, a.temperature, a.top_k, a.seed);
+  }
+  unit::StreamedWeights streamed(*model, values);
+  const std::string text =
+      models::generate(model, a.prompt, a.tokens, a.temperature, a.top_k, a.seed);
+  std::fprintf(stderr,
+               "zoff generate: weights streamed from %s: %.1f GB read, at most %.1f MB of "
+               "parameters in memory at once\n",
+               a.checkpoint.c_str(), static_cast<double>(streamed.read_bytes()) / 1e9,
+               static_cast<double>(streamed.peak_bytes()) / 1e6);
+  return text;
+}
 
 void run_generate(const GenerateArgs& a) {
   // Check what we can before building a model that may be large.
@@ -40,11 +92,20 @@ void run_generate(const GenerateArgs& a) {
   ZOFF_CHECK_ARG(a.top_k >= 0, "--top-k ", a.top_k, ": must be >= 0 (0 = all)");
   ZOFF_CHECK_ARG(a.threads >= 0 && a.threads <= kMaxThreads, "--threads ", a.threads,
                  ": must be in [1, ", kMaxThreads, "] (0 = all cores)");
+  ZOFF_CHECK_ARG(a.stream == "auto" || a.stream == "yes" || a.stream == "no", "--stream-weights ",
+                 a.stream, ": must be auto, yes or no");
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(a.threads > 0 ? a.threads : cores);
+  if (is_safetensors(a.checkpoint)) {
+    std::printf("%s%s\n", a.prompt.c_str(), generate_from_safetensors(a).c_str());
+    return;
+  }
+  ZOFF_CHECK_ARG(a.stream != "yes",
+                 "--stream-weights yes needs a .safetensors model file "
+                 "(zoff train --save-model FILE.safetensors, or zoff export)");
   const auto info = checkpoint::read_checkpoint_info(a.checkpoint);
   ZOFF_CHECK_ARG(info.model == "gpt", "checkpoint ", info.dir, " is of model '", info.model,
                  "': zoff generate needs a gpt checkpoint");
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  torch::set_num_threads(a.threads > 0 ? a.threads : cores);
   models::Gpt model(models::gpt_preset(info.preset.empty() ? "tiny" : info.preset, info.context));
   checkpoint::load_module_from_checkpoint(*model, info.dir);
   const std::string text =
@@ -57,7 +118,8 @@ void add_generate(CLI::App& root, int& exit_code) {
   CLI::App* cmd =
       root.add_subcommand("generate", "Continue a prompt with a GPT trained by `zoff train`");
   cmd->add_option("--checkpoint", args->checkpoint,
-                  "checkpoint directory, or a --save root (its `latest` is used)")
+                  "checkpoint directory, a --save root (its `latest` is used), or a "
+                  "FILE.safetensors from train --save-model or export")
       ->required();
   cmd->add_option("--prompt", args->prompt, "text to continue")->required();
   cmd->add_option("--tokens", args->tokens, "bytes to generate")->capture_default_str();
@@ -67,6 +129,11 @@ void add_generate(CLI::App& root, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "sampling seed")->capture_default_str();
   cmd->add_option("--threads", args->threads, "intra-op threads (0 = all cores)");
+  cmd->add_option("--stream-weights", args->stream,
+                  "safetensors: read each unit from the file as forward reaches it (yes), load "
+                  "the model whole (no), or stream when it would take more than half of the "
+                  "available memory (auto)")
+      ->capture_default_str();
   cmd->callback([args, &exit_code] {
     run_generate(*args);
     exit_code = 0;

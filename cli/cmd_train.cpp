@@ -71,7 +71,9 @@ void add_train(CLI::App& root, int& exit_code) {
   cmd->add_option("--sample-tokens", opts->sample_tokens, "gpt: bytes to generate")
       ->capture_default_str();
   cmd->add_option("--save-model", opts->save_model_path,
-                  "write the trained parameters here at the end (torch::save archive)");
+                  "write the trained parameters here at the end: FILE.safetensors streams "
+                  "them one stage-3 unit at a time (compute dtype; zoff generate reads it), "
+                  "any other name gets a torch::save archive of the whole model");
   cmd->add_option("--save", opts->save_dir, "checkpoint root: DIR/step_<N>/ and DIR/latest");
   cmd->add_option("--save-every", opts->save_every, "steps between checkpoints (0 = at the end)");
   cmd->add_option("--resume", opts->resume_dir, "continue from a checkpoint (dir or --save root)");

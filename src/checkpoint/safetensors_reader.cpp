@@ -75,6 +75,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       if (name == "__metadata__") continue;
       entries_[name] = parse_entry(path, name, value, file_bytes - data_start_);
     }
+    if (header.contains("__metadata__") && header["__metadata__"].is_object()) {
+      for (const auto& [key, value] : header["__metadata__"].items()) {
+        if (value.is_string()) metadata_[key] = value.get<std::string>();
+      }
+    }
     if (header.contains("__metadata__") && header["__metadata__"].contains("aliases")) {
       const auto aliases =
           nlohmann::json::parse(header["__metadata__"]["aliases"].get<std::string>());

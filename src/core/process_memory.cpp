@@ -34,4 +34,14 @@ bool reset_peak_rss() {
   return static_cast<bool>(clear);
 }
 
+int64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
 }  // namespace zoff

@@ -244,6 +244,21 @@ void UnitGatherer::before_backward(const torch::nn::Module& module) {
   }
 }
 
+void UnitGatherer::with_whole(size_t u, const std::function<void()>& fn) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  auto& unit = units_.at(u);
+  ++unit.uses;
+  try {
+    wait_whole(u);
+    fn();
+  } catch (...) {
+    --unit.uses;
+    throw;
+  }
+  --unit.uses;
+  release(u);  // a no-op for units kept whole (persistent, or never run through with_unit)
+}
+
 void UnitGatherer::begin_backward() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   in_backward_ = true;

@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "zoff/config/lr_schedule.h"
 #include "zoff/core/error.h"
 #include "zoff/core/heap_policy.h"
+#include "zoff/core/process_memory.h"
 
 namespace zoff::engine {
 namespace {
@@ -199,22 +199,6 @@ void ZeroEngine::setup_nvme() {
                                         static_cast<size_t>(layout_->shard_size()), sub_groups);
 }
 
-namespace {
-
-// Host memory the kernel could still give us (MemAvailable), in bytes; 0 when unknown.
-size_t available_host_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  size_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
-
-}  // namespace
-
 // offload_optimizer.gradients = "stream": what the streamed step needs, or why not ("").
 std::string ZeroEngine::why_not_streamed() const {
   if (!config_.zero.offload_optimizer.overlap_step) return "offload_optimizer.overlap_step = false";
@@ -255,7 +239,7 @@ std::string ZeroEngine::choose_grads_place() const {
                  ": must be auto, cpu, nvme or stream");
   if (stage_ < 2 || config_.fp16.enabled) return "cpu";
   const size_t shard_bytes = static_cast<size_t>(layout_->shard_size()) * sizeof(float);
-  const size_t available = available_host_bytes();
+  const auto available = static_cast<size_t>(std::max<int64_t>(0, available_memory_bytes()));
   if (available == 0 || shard_bytes <= available / 2) return "cpu";
   const std::string place = why_not_streamed().empty() ? "stream" : "nvme";
   std::cerr << "zoff: rank " << comm_->rank() << ": the fp32 gradient shard (" << shard_bytes

@@ -27,6 +27,7 @@
 #include "zoff/engine/zero_engine.h"
 #include "zoff/models/generate.h"
 #include "zoff/report/progress.h"
+#include "zoff/train/model_safetensors.h"
 #include "zoff/train/step_log.h"
 #include "zoff/train/task.h"
 #include "zoff/unit/unit_call.h"
@@ -194,6 +195,13 @@ void print_nvme_tier(const engine::ZeroEngine& engine) {
   std::printf("nvme tier: %s; sub-groups of %lld elements, %d buffer set(s); gradient shard %s\n",
               engine.nvme_io().c_str(), static_cast<long long>(t->sub_group_elems()), t->slots(),
               t->grads_in_tier() ? "on disk" : "in memory");
+}
+
+// --save-model FILE.safetensors streams the model (model_safetensors.h); any other name
+// gets LibTorch's archive of the whole module.
+bool is_safetensors_path(const std::string& path) {
+  const std::string ext = ".safetensors";
+  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
 }
 
 // Writes the module's parameters with torch::save (LibTorch's own archive format), to a
@@ -436,7 +444,20 @@ TrainSummary run_training(const TrainOptions& o) {
   }
   if (progress) progress->finish();
   summary.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!o.save_model_path.empty()) {
+  if (is_safetensors_path(o.save_model_path)) {
+    check_output_path("--save-model", o.save_model_path);  // it may have appeared meanwhile
+    const std::map<std::string, std::string> meta{{"format", "pt"},
+                                                  {"producer", "zoff"},
+                                                  {"model", o.model},
+                                                  {"preset", o.preset},
+                                                  {"context", std::to_string(o.context)},
+                                                  {"step", std::to_string(summary.steps)}};
+    const uint64_t bytes =
+        save_model_safetensors(stepper->engine(), *task->module(), o.save_model_path, meta, leader);
+    if (leader)
+      std::printf("saved model %s (%llu bytes)\n", o.save_model_path.c_str(),
+                  static_cast<unsigned long long>(bytes));
+  } else if (!o.save_model_path.empty()) {
     // with_unit on the root makes every unit whole at stage 3 (and is a no-op otherwise).
     zoff::with_unit(*task->module(), [&] {
       if (leader) save_module(*task->module(), o.save_model_path);

@@ -36,6 +36,8 @@ class SafetensorsFile {
   std::vector<std::string> names() const;
   bool contains(const std::string& name) const;
   const Entry& entry(const std::string& name) const;  // UsageError when missing
+  // The "__metadata__" entry's string values (zoff writes model, preset, context, step).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // One tensor as a new tensor of its stored dtype and shape.
   torch::Tensor read(const std::string& name) const;
 
@@ -45,6 +47,7 @@ class SafetensorsFile {
   uint64_t data_start_ = 0;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> aliases_;  // second name -> first name
+  std::map<std::string, std::string> metadata_;
 };
 
 // Copies every parameter and buffer of `module` (by name; a tied tensor under either name)

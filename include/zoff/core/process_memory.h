@@ -1,4 +1,5 @@
-// This process's resident memory as the kernel counts it (/proc/self/status), in bytes.
+// This process's resident memory as the kernel counts it (/proc/self/status), and the
+// machine's available memory (/proc/meminfo), in bytes.
 #pragma once
 
 #include <cstdint>
@@ -13,5 +14,8 @@ int64_t current_rss_bytes();
 // Sets the high-water mark back to the current RSS (writes 5 to /proc/self/clear_refs);
 // false when the kernel refuses.
 bool reset_peak_rss();
+// MemAvailable of /proc/meminfo: memory the kernel could still give without swapping, in
+// bytes (the whole machine's, not this process's). 0 when unknown.
+int64_t available_memory_bytes();
 
 }  // namespace zoff

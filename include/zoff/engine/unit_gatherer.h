@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,6 +76,9 @@ class UnitGatherer final : public unit::UnitHooks {
   void end_backward();
   // Called when a unit's gradients are all out (from the gradient reducer).
   void unit_backward_done(size_t unit);
+  // Runs fn() with unit u whole (gathered if it was not), then releases it again unless it
+  // was whole before or is persistent. Collective, like a forward through the unit.
+  void with_whole(size_t u, const std::function<void()>& fn);
   // After the optimizer wrote new shards: refreshes the units that are whole.
   void refresh_whole_units();
 

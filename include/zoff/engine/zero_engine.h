@@ -116,6 +116,14 @@ class ZeroEngine {
   // exporting; a no-op otherwise. Collective.
   void synchronize();
 
+  // Calls fn(slot, values) for every trainable parameter once (a tied one under its first
+  // name), in layout order, with its whole values in the compute dtype (a view: copy what
+  // must outlive the call). Stage 3 gathers one unit at a time (from disk with
+  // offload_param nvme) and releases it after its parameters, so no more than one unit is
+  // whole beyond what training keeps. Collective: every rank calls it.
+  void visit_parameters(
+      const std::function<void(const partition::ParamSlot&, const torch::Tensor&)>& fn);
+
   MemoryStats memory() const;
   int64_t global_step() const { return step_; }
   const config::Config& config() const { return config_; }

@@ -1,0 +1,28 @@
+// ZeroEngine::visit_parameters: every trainable parameter whole, one stage-3 unit at a time.
+#include <torch/torch.h>
+
+#include "zoff/engine/zero_engine.h"
+
+namespace zoff::engine {
+
+void ZeroEngine::visit_parameters(
+    const std::function<void(const partition::ParamSlot&, const torch::Tensor&)>& fn) {
+  synchronize();  // a delayed update still running lands first
+  torch::NoGradGuard no_grad;
+  const auto& units = layout_->units();
+  for (size_t u = 0; u < units.size(); ++u) {
+    auto visit_unit = [&] {
+      for (size_t index : units[u].slots) {
+        const auto& slot = layout_->slots()[index];
+        fn(slot, trainable_[slot.module_index]);
+      }
+    };
+    if (gatherer_) {
+      gatherer_->with_whole(u, visit_unit);
+    } else {
+      visit_unit();
+    }
+  }
+}
+
+}  // namespace zoff::engine
