@@ -39,6 +39,10 @@ void add_train(CLI::App& root, int& exit_code) {
   cmd->add_option("--context", opts->context,
                   "gpt: tokens per training window instead of the preset's context")
       ->check(whole_number_text<int64_t>(1));
+  cmd->add_option("--layers", opts->layers,
+                  "gpt: blocks instead of the preset's (sizes between presets, for baselines; "
+                  "not with --save, --resume or --save-model)")
+      ->check(whole_number_text<int64_t>(1));
   cmd->add_option("--config", opts->config_path, "DeepSpeed-style JSON config")->required();
   cmd->add_option("--steps", opts->steps, "optimizer steps")
       ->check(whole_number_text<int64_t>(1))

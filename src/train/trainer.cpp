@@ -222,6 +222,11 @@ void save_module(torch::nn::Module& module, const std::string& path) {
 // Every flag that can be checked on its own, before any work (a model, a store, a file).
 void check_options(const TrainOptions& o) {
   ZOFF_CHECK_ARG(o.steps >= 1, "--steps ", o.steps, ": must be >= 1");
+  ZOFF_CHECK_ARG(o.layers == 0 || (o.save_dir.empty() && o.resume_dir.empty() &&
+                                   o.save_model_path.empty() && o.init_from.empty()),
+                 "--layers ", o.layers,
+                 ": a model off the presets is not recorded in checkpoints or model files "
+                 "(use it without --save, --resume, --save-model and --init-from)");
   ZOFF_CHECK_ARG(o.threads >= 0 && o.threads <= kMaxThreads, "--threads ", o.threads,
                  ": must be in [1, ", kMaxThreads, "] (0 = auto)");
   ZOFF_CHECK_ARG(o.eval_every >= 0, "--eval-every ", o.eval_every,
@@ -320,7 +325,7 @@ TrainSummary run_training(const TrainOptions& o) {
   }
   auto task = make_task(
       {o.model, o.preset, o.seed, o.activation_checkpointing || cfg.activation_checkpointing,
-       cfg.train_micro_batch_size_per_gpu, o.data_path, o.context, defer_model(o)});
+       cfg.train_micro_batch_size_per_gpu, o.data_path, o.context, defer_model(o), o.layers});
   unit::ParamInit param_init = task->param_init();
   if (!o.init_from.empty()) load_initial_weights(*task, o.init_from, &param_init);
   data::DistributedSampler sampler(task->train_set().size(), cfg.train_batch_size, o.seed);

@@ -54,6 +54,9 @@ struct TaskOptions {
   // during construction); param_init() makes them, bit for bit the eager model's. Other
   // models ignore it (they are small).
   bool deferred_init = false;
+  // gpt: this many blocks instead of the preset's (0 keeps it): sizes between presets, for
+  // baselines (zoff train --layers).
+  int64_t layers = 0;
 };
 
 // Builds the task; an unknown model or preset is a UsageError listing the valid names.

@@ -40,6 +40,9 @@ struct TrainOptions {
   bool activation_checkpointing = false;
   // gpt: train at this context (tokens per window) instead of the preset's; 0 keeps it.
   int64_t context = 0;
+  // gpt: this many blocks instead of the preset's (0 keeps it). Sizes between presets, for
+  // baselines; not recorded in checkpoints or model files, so refused with them.
+  int64_t layers = 0;
   // Start from these weights instead of the seed's (fine-tuning): a .safetensors file
   // (e.g. from zoff export) or a checkpoint directory; every tensor of the model by name.
   std::string init_from;
