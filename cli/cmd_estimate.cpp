@@ -1,12 +1,17 @@
-// `zoff estimate`: model-state memory per rank and per node for ZeRO stages 0-3.
+// `zoff estimate`: model-state memory per rank and per node for ZeRO stages 0-3, and with
+// --plan the peak RSS and disk bytes of a whole training run.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "command.h"
+#include "zoff/config/config.h"
 #include "zoff/core/error.h"
+#include "zoff/data/fortunes_text.h"
 #include "zoff/estimate/memory_estimate.h"
 #include "zoff/estimate/param_count.h"
+#include "zoff/estimate/run_plan.h"
 #include "zoff/models/gpt_config.h"
 #include "zoff/optim/state_dtype.h"
 
@@ -30,7 +35,51 @@ struct EstimateArgs {
   std::string state_dtype = "fp32";
   int64_t live_params = -1;  // -1: two gpt blocks for --model gpt, else 0
   bool json = false;
+  // --plan: the whole run of `zoff train --config CONFIG` (peak RSS and disk of one rank)
+  bool plan = false;
+  std::string config;
+  int64_t context = 0;
+  int64_t layers = 0;
+  bool activation_checkpointing = false;
 };
+
+// Bytes of the text files under Debian's fortunes directory: the gpt's training data, held
+// in memory as bytes.
+int64_t fortunes_bytes() {
+  int64_t bytes = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(data::kFortunesDefaultDir, ec)) {
+    const auto ext = e.path().extension().string();
+    if (e.is_regular_file() && ext != ".dat" && ext != ".u8") {
+      bytes += static_cast<int64_t>(e.file_size());
+    }
+  }
+  return bytes;
+}
+
+// zoff estimate --plan: one rank of `zoff train --model gpt --preset P --config C` planned.
+void run_plan(const EstimateArgs& a) {
+  ZOFF_CHECK_ARG(a.model == "gpt" && !a.preset.empty(),
+                 "--plan needs --model gpt --preset P (the model whose units and activations "
+                 "it counts)");
+  ZOFF_CHECK_ARG(!a.config.empty(), "--plan needs --config FILE (the run's JSON config)");
+  ZOFF_CHECK_ARG(a.ranks >= 1 && a.ranks <= 4096, "--ranks ", a.ranks, ": must be in [1, 4096]");
+  ZOFF_CHECK_ARG(a.layers >= 0, "--layers ", a.layers, ": must be >= 1 (0 = the preset's)");
+  const int world = static_cast<int>(a.ranks);
+  const auto cfg = config::load_config(a.config, world);
+  auto shape = models::gpt_preset(a.preset, a.context);
+  if (a.layers > 0) shape.n_layer = a.layers;
+  estimate::PlanModel m;
+  m.unit_elems = models::gpt_unit_elems(shape);
+  const bool checkpointing = a.activation_checkpointing || cfg.activation_checkpointing;
+  m.activation_bytes = models::gpt_activation_bytes(shape, cfg.train_micro_batch_size_per_gpu,
+                                                    cfg.bf16 ? 2 : 4, checkpointing);
+  m.late_activation_bytes = models::gpt_late_activation_bytes(
+      shape, cfg.train_micro_batch_size_per_gpu, cfg.bf16 ? 2 : 4, checkpointing);
+  m.data_bytes = fortunes_bytes();
+  const auto plan = estimate::plan_run(cfg, world, m);
+  std::cout << (a.json ? estimate::to_json(plan) + "\n" : estimate::to_table(plan));
+}
 
 // Stage 3 keeps the unit in use and the one prefetched whole: two transformer blocks
 // (12 C^2 + 13 C elements each) for the gpt presets.
@@ -42,6 +91,8 @@ int64_t default_live_params(const EstimateArgs& a) {
 }
 
 void run_estimate(const EstimateArgs& a, const estimate::PresetParamCount& preset_count) {
+  if (a.plan) return run_plan(a);
+  ZOFF_CHECK_ARG(a.config.empty(), "--config ", a.config, ": only with --plan");
   estimate::EstimateOptions o;
   if (!a.params.empty()) {
     if (!a.model.empty() || !a.preset.empty()) {
@@ -83,6 +134,14 @@ void add_estimate(CLI::App& root, int& exit_code) {
   cmd->add_option("--live-params", args->live_params,
                   "Stage 3: elements of units whole at once (default: 2 blocks for gpt)");
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
+  cmd->add_flag("--plan", args->plan,
+                "Plan a whole training run: peak RSS and disk bytes of one rank of `zoff train "
+                "--model gpt --preset P --config C` (needs --config)");
+  cmd->add_option("--config", args->config, "--plan: the run's DeepSpeed-style JSON config");
+  cmd->add_option("--context", args->context, "--plan: gpt context (0 = the preset's)");
+  cmd->add_option("--layers", args->layers, "--plan: gpt blocks (0 = the preset's)");
+  cmd->add_flag("--activation-checkpointing", args->activation_checkpointing,
+                "--plan: the run recomputes each block in backward");
   cmd->callback([args, &exit_code] {
     run_estimate(*args, preset_param_count);
     exit_code = 0;

@@ -75,8 +75,8 @@ std::string generate_from_safetensors(const GenerateArgs& a) {
   const std::string text =
       models::generate(model, a.prompt, a.tokens, a.temperature, a.top_k, a.seed);
   std::fprintf(stderr,
-               "zoff generate: weights streamed from %s: %.1f GB read, at most %.1f MB of "
-               "parameters in memory at once\n",
+               "zoff generate: weights streamed from %s: %.1f GB of parameter values loaded, at "
+               "most %.1f MB of them in memory at once\n",
                a.checkpoint.c_str(), static_cast<double>(streamed.read_bytes()) / 1e9,
                static_cast<double>(streamed.peak_bytes()) / 1e6);
   return text;

@@ -63,6 +63,9 @@ void add_train(CLI::App& root, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "intra-op threads per rank (0 = auto)");
   cmd->add_option("--eval-every", opts->eval_every, "steps between evaluations (0 = per epoch)");
+  cmd->add_flag("--no-eval", opts->no_eval,
+                "no evaluation, not even at the end (each is a forward over the whole "
+                "validation split)");
   cmd->add_option("--comm-timeout", opts->comm_timeout_s, "seconds before a collective fails")
       ->capture_default_str();
   cmd->add_option("--heartbeat-timeout", opts->heartbeat_timeout_s,

@@ -31,25 +31,8 @@ struct TieredOptimizer::Slot {
 
 namespace {
 
-int64_t round_group(int64_t elems, size_t alignment, size_t numel, size_t state_bytes) {
-  // A multiple of alignment / 2 elements, so the 16-bit copy of a sub-group starts aligned
-  // too, and no bigger than the shard (rounded up): a small shard needs no large buffers.
-  const auto per = static_cast<int64_t>(alignment / sizeof(uint16_t));
-  const int64_t shard = (static_cast<int64_t>(numel) + per - 1) / per * per;
-  if (state_bytes == sizeof(float))
-    return std::max<int64_t>(per, std::min(elems / per * per, shard));
-  // Compressed states: whole int8 blocks and aligned stored pieces; every quantity is a
-  // power of two, so the largest is a multiple of the others. Rounded up (never below the
-  // key's value), and no bigger than the shard rounded up to it.
-  const auto m = std::max<int64_t>({per, static_cast<int64_t>(optim::kStateBlock),
-                                    static_cast<int64_t>(alignment / state_bytes)});
-  const int64_t up = (std::max<int64_t>(elems, 1) + m - 1) / m * m;
-  return std::min(up, (static_cast<int64_t>(numel) + m - 1) / m * m);
-}
-
 size_t stored_element_bytes(const optim::OptimizerOptions& options) {
-  const auto dtype = optim::parse_state_dtype(options.state_dtype);
-  return dtype == optim::StateDtype::kFp32 ? 4 : dtype == optim::StateDtype::kBf16 ? 2 : 1;
+  return optim::stored_element_bytes(optim::parse_state_dtype(options.state_dtype));
 }
 
 }  // namespace
@@ -60,7 +43,8 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
       optimizer_(options, threads),
       state_bytes_(stored_element_bytes(options)),
       numel_(numel),
-      group_(round_group(sub_groups.sub_group_elems, tier.alignment(), numel, state_bytes_)),
+      group_(optim::round_sub_group(sub_groups.sub_group_elems, tier.alignment(), numel,
+                                    state_bytes_)),
       timeout_(sub_groups.timeout) {
   const size_t per_group = 1 + optimizer_.states().size();
   const int64_t count =
@@ -204,7 +188,7 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
   } else {
     std::vector<optim::StateSpan> spans;
     for (size_t i = 0; i < states.size(); ++i) {
-      // A sub-group starts on a block boundary (round_group): its first scale is block
+      // A sub-group starts on a block boundary (optim::round_sub_group): its first scale is block
       // begin / kStateBlock of the shard.
       float* scales = scales_.empty() ? nullptr : scales_[i].data() + begin / optim::kStateBlock;
       spans.push_back({states[i], scales});

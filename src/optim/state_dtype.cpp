@@ -49,6 +49,23 @@ size_t state_storage_bytes(StateDtype dtype, size_t n) {
   return 0;
 }
 
+size_t stored_element_bytes(StateDtype dtype) {
+  return dtype == StateDtype::kFp32 ? 4 : dtype == StateDtype::kBf16 ? 2 : 1;
+}
+
+int64_t round_sub_group(int64_t requested, size_t alignment, size_t numel, size_t state_bytes) {
+  const auto per = static_cast<int64_t>(alignment / sizeof(uint16_t));
+  const int64_t shard = (static_cast<int64_t>(numel) + per - 1) / per * per;
+  if (state_bytes == sizeof(float))
+    return std::max<int64_t>(per, std::min(requested / per * per, shard));
+  // Every quantity is a power of two, so the largest is a multiple of the others. Rounded
+  // up (never below the key's value), and no bigger than the shard rounded up to it.
+  const auto m = std::max<int64_t>(
+      {per, static_cast<int64_t>(kStateBlock), static_cast<int64_t>(alignment / state_bytes)});
+  const int64_t up = (std::max<int64_t>(requested, 1) + m - 1) / m * m;
+  return std::min(up, (static_cast<int64_t>(numel) + m - 1) / m * m);
+}
+
 float block_inv_scale(float scale) {
   const float inv = 1.0f / scale;
   return scale > 0.0f && inv < INFINITY ? inv : 0.0f;

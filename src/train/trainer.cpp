@@ -192,9 +192,12 @@ std::string memory_table(const engine::MemoryStats& m) {
 void print_nvme_tier(const engine::ZeroEngine& engine) {
   const auto* t = engine.tiered();
   if (t == nullptr) return;
-  std::printf("nvme tier: %s; sub-groups of %lld elements, %d buffer set(s); gradient shard %s\n",
+  const char* grads = t->grads_in_tier()    ? "gradient shard on disk"
+                      : t->grads_streamed() ? "gradients streamed into the step (no shard)"
+                                            : "gradient shard in memory";
+  std::printf("nvme tier: %s; sub-groups of %lld elements, %d buffer set(s); %s\n",
               engine.nvme_io().c_str(), static_cast<long long>(t->sub_group_elems()), t->slots(),
-              t->grads_in_tier() ? "on disk" : "in memory");
+              grads);
 }
 
 // --save-model FILE.safetensors streams the model (model_safetensors.h); any other name
@@ -435,7 +438,7 @@ TrainSummary run_training(const TrainOptions& o) {
       if (leader) std::printf("saved checkpoint %s\n", dir.c_str());
     }
     // Stage 3 gathers units in every forward, a collective: every rank evaluates then.
-    if ((leader || forward_is_collective) && (eval_now || last)) {
+    if ((leader || forward_is_collective) && (eval_now || last) && !o.no_eval) {
       const auto metrics = task->evaluate();
       if (leader && !metrics.empty()) {
         if (progress) progress->finish();

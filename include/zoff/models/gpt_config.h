@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "zoff/core/error.h"
 
@@ -85,6 +86,44 @@ inline GptConfig gpt_preset(const std::string& name, int64_t context) {
 inline int64_t gpt_param_count(const GptConfig& c) {
   const int64_t C = c.n_embd;
   return c.vocab_size * C + c.block_size * C + c.n_layer * (12 * C * C + 13 * C) + 2 * C;
+}
+
+// Elements of each stage-3 unit of Gpt(config), in forward order: the token embedding (also
+// the head), the position embedding, each block, the final LayerNorm.
+inline std::vector<int64_t> gpt_unit_elems(const GptConfig& c) {
+  const int64_t C = c.n_embd;
+  std::vector<int64_t> units{c.vocab_size * C, c.block_size * C};
+  for (int64_t l = 0; l < c.n_layer; ++l) units.push_back(12 * C * C + 13 * C);
+  units.push_back(2 * C);
+  return units;
+}
+
+// Bytes autograd keeps for one training micro-batch of `batch` windows of the full context,
+// at its peak in backward, with activations of `elem_bytes` (2 under bf16). From the tensors
+// each op of GptBlock saves: the block input, ln_1's output, the qkv output (q, k, v are
+// views of it), the softmax output [B, H, T, T], the attention output, the residual, ln_2's
+// output, fc's output and gelu's output: 16 BTC + BHT^2 elements per block. With
+// checkpointing, only each block's input is kept (BTC) and one block is recomputed at a
+// time, with its backward's temporaries (about 4 BTC + 2 BHT^2 more). The head adds the
+// logits in the compute dtype and fp32 (log-softmax and its gradient): BTV (e + 12).
+// The part of it still kept when backward ends: the checkpointed block inputs (L BTC)
+// with checkpointing, else nothing (each block's activations go with its backward).
+inline int64_t gpt_late_activation_bytes(const GptConfig& c, int64_t batch, int64_t elem_bytes,
+                                         bool checkpointing) {
+  return checkpointing ? c.n_layer * batch * c.block_size * c.n_embd * elem_bytes : 0;
+}
+
+inline int64_t gpt_activation_bytes(const GptConfig& c, int64_t batch, int64_t elem_bytes,
+                                    bool checkpointing) {
+  const int64_t btc = batch * c.block_size * c.n_embd;
+  const int64_t bhtt = batch * c.n_head * c.block_size * c.block_size;
+  const int64_t block = 16 * btc + bhtt;
+  const int64_t backward_temps = 4 * btc + 2 * bhtt;
+  const int64_t blocks =
+      checkpointing ? c.n_layer * btc + block + backward_temps : c.n_layer * block + backward_temps;
+  const int64_t embed_and_head = 4 * btc;  // token + position outputs, their sum, ln_f's
+  const int64_t logits = batch * c.block_size * c.vocab_size * (elem_bytes + 12);
+  return (blocks + embed_and_head) * elem_bytes + logits;
 }
 
 }  // namespace zoff::models

@@ -31,6 +31,15 @@ constexpr size_t state_blocks(size_t n) { return (n + kStateBlock - 1) / kStateB
 // Bytes one state of n elements takes as stored: 4 n (fp32), 2 n (bf16),
 // n + 4 state_blocks(n) (int8: codes plus fp32 scales).
 size_t state_storage_bytes(StateDtype dtype, size_t n);
+// Bytes per stored state element: 4 fp32, 2 bf16, 1 int8 (the codes; scales apart).
+size_t stored_element_bytes(StateDtype dtype);
+
+// Elements per sub-group of a tier-streamed step (zero_optimization.sub_group_size =
+// `requested`) over a shard of `numel` elements in a tier of `alignment` bytes, with states
+// stored `state_bytes` per element: a multiple of alignment / 2 (the 16-bit copy of a
+// sub-group starts aligned), no bigger than the shard rounded up; with compressed states,
+// rounded up to whole int8 blocks and aligned stored pieces as well.
+int64_t round_sub_group(int64_t requested, size_t alignment, size_t numel, size_t state_bytes);
 
 // The int8 mappings. Both are power-law ("companding") maps of x / scale, where scale is the
 // block's absmax, so the codes are dense near zero like the paper's dynamic map but need no

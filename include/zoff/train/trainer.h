@@ -18,7 +18,10 @@ struct TrainOptions {
   bool reference = false;
   std::string optimizer_backend = "fused";  // fused | torch (LibTorch ops on the shard)
   int threads = 0;                          // intra-op threads; 0 = $ZOFF_NUM_THREADS or all cores
-  int64_t eval_every = 0;        // steps between evaluations; 0 = once per epoch and at the end
+  int64_t eval_every = 0;  // steps between evaluations; 0 = once per epoch and at the end
+  // Skip every evaluation, the one at the end too (each is a forward over the whole
+  // validation split: long when every forward reads the model from disk).
+  bool no_eval = false;
   int64_t comm_timeout_s = 300;  // every collective gives up after this
   // Multi-rank runs: a rank whose heartbeat (dist/heartbeat.h) has not advanced for this long
   // (SIGSTOPped, wedged) fails the run naming it. 0 = no heartbeat.

@@ -33,7 +33,8 @@ class StreamedWeights final : public UnitHooks {
   // Inference only: a zoff::Error (run under torch::NoGradGuard).
   void before_backward(const torch::nn::Module& module) override;
 
-  // Most parameter bytes in memory at once, and bytes read so far.
+  // Most parameter bytes in memory at once, and bytes of values loaded so far (in the
+  // model's dtype, whatever the file stores).
   int64_t peak_bytes() const { return peak_; }
   int64_t read_bytes() const { return read_; }
 

@@ -1,0 +1,235 @@
+// plan_run: the engine's buffers by its own rules, plus activations, data and the runtime.
+#include "zoff/estimate/run_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "zoff/core/error.h"
+#include "zoff/optim/state_dtype.h"
+
+namespace zoff::estimate {
+namespace {
+
+constexpr size_t kTierAlignment = 4096;  // the nvme tier's O_DIRECT block (offload/tier.h)
+
+// Optimizer states per element (optim/span_optimizer.h): Adam's m and v, SGD's momentum,
+// Adagrad's sum.
+int64_t optimizer_states(const optim::OptimizerOptions& o) {
+  if (o.type == "adam" || o.type == "adamw") return 2;
+  if (o.type == "sgd") return o.momentum != 0.0 ? 1 : 0;
+  return 1;  // adagrad
+}
+
+struct Shape {
+  int64_t params = 0;      // trainable elements
+  int64_t shard = 0;       // this rank's optimizer elements
+  int64_t largest = 0;     // largest unit (stage 3) or parameter block, padded
+  int64_t compute = 4;     // bytes per compute element
+  int64_t states = 2;      // optimizer states per element
+  size_t state_bytes = 4;  // stored bytes per state element
+};
+
+Shape shape_of(const config::Config& c, int world, const PlanModel& m) {
+  Shape s;
+  s.compute = c.bf16 || c.fp16.enabled ? 2 : 4;
+  s.states = optimizer_states(c.optimizer);
+  s.state_bytes = optim::stored_element_bytes(optim::parse_state_dtype(c.optimizer.state_dtype));
+  for (int64_t u : m.unit_elems) {
+    const int64_t padded = (u + world - 1) / world * world;  // model_layout: units padded
+    s.params += u;
+    s.largest = std::max(s.largest, padded);
+    if (c.zero.stage == 3) s.shard += padded / world;
+  }
+  if (c.zero.stage == 0) s.shard = s.params;
+  if (c.zero.stage == 1 || c.zero.stage == 2) s.shard = (s.params + world - 1) / world;
+  return s;
+}
+
+void add(std::vector<PlanItem>& items, const std::string& name, int64_t bytes,
+         const std::string& how, PlanPhase phase = PlanPhase::kAlways) {
+  if (bytes > 0) items.push_back({name, bytes, how, phase});
+}
+
+// Model states that stay in host memory (the compute tier and the cpu offload tier are the
+// same RAM on this machine).
+void host_states(const config::Config& c, const Shape& s, RunPlan& p) {
+  const auto& oo = c.zero.offload_optimizer;
+  const bool nvme_opt = oo.device == "nvme";
+  const bool params_on_disk = c.zero.stage == 3 && c.zero.offload_param.device == "nvme";
+  if (c.zero.stage < 3) {
+    add(p.host, "parameters", s.params * s.compute, "whole, compute dtype");
+  } else if (!params_on_disk) {
+    add(p.host, "parameter pieces", s.shard * s.compute, "this rank's pieces, compute dtype");
+  }
+  const bool grads_kept = !nvme_opt || oo.gradients == "cpu" || oo.gradients == "auto";
+  if (c.zero.stage < 2) {
+    add(p.host, "gradients", s.params * 4, "whole, fp32");
+  } else if (grads_kept) {
+    add(p.host, "gradient shard", s.shard * 4, "fp32");
+  }
+  if (!nvme_opt) {
+    const bool master = s.compute != 4 || oo.device != "none";
+    add(p.host, "fp32 master", master ? s.shard * 4 : 0, "the shard");
+    add(p.host, "optimizer states",
+        s.states *
+            static_cast<int64_t>(optim::state_storage_bytes(
+                optim::parse_state_dtype(c.optimizer.state_dtype), static_cast<size_t>(s.shard))),
+        "the shard, as stored");
+  }
+}
+
+// The nvme step's staging: sub-group buffer sets, the gradient window or read-add-write
+// window, int8 scales (tiered_optimizer.h).
+void step_buffers(const config::Config& c, const Shape& s, RunPlan& p) {
+  const auto& oo = c.zero.offload_optimizer;
+  if (oo.device != "nvme") return;
+  const int64_t group = optim::round_sub_group(c.zero.sub_group_size, kTierAlignment,
+                                               static_cast<size_t>(s.shard), s.state_bytes);
+  const int64_t per_set = 1 + s.states;
+  const int64_t slots = oo.buffer_count == 0 ? 3 : oo.buffer_count / per_set;
+  const bool params_on_disk = c.zero.stage == 3 && c.zero.offload_param.device == "nvme";
+  const int64_t set_bytes = group * (4 + s.states * static_cast<int64_t>(s.state_bytes) +
+                                     (params_on_disk ? s.compute : 0));
+  add(p.host, "step buffers", slots * set_bytes,
+      std::to_string(slots) + " sets of " + std::to_string(group) + "-element sub-groups");
+  if (s.state_bytes == 1) {
+    add(p.host, "int8 scales",
+        s.states * static_cast<int64_t>(optim::state_blocks(static_cast<size_t>(s.shard))) * 4,
+        "4 bytes per 2048 elements per state");
+  }
+  if (oo.gradients == "stream") {
+    // Allocated as sub-groups fill, so never more than the shard has sub-groups.
+    const int64_t groups = (s.shard + group - 1) / group;
+    const int64_t cap = oo.stream_buffers > 0 ? oo.stream_buffers : std::max<int64_t>(8, 4 * slots);
+    const int64_t buffers = std::min(cap, groups);
+    add(p.host, "zero gradients", group * 4, "one sub-group, for those no gradient reached");
+    add(p.host, "gradient window", buffers * group * 4,
+        std::to_string(buffers) + " sub-groups filled by backward, freed by the step",
+        PlanPhase::kBackwardEnd);
+  } else if (oo.gradients == "nvme") {
+    add(p.host, "gradient buffers", slots * group * 4 + group * 4 + 2 * int64_t{kTierAlignment},
+        "one per set + the read-add-write window");
+  }
+}
+
+// Stage 3: units whole at once, read-ahead pieces, a unit's gradients on their way out.
+void unit_buffers(const config::Config& c, const Shape& s, RunPlan& p) {
+  const int64_t unit = s.largest;
+  if (c.zero.stage == 3) {
+    add(p.host, "whole units", 2 * unit * s.compute,
+        "the largest unit in use and the next gathered or prefetched");
+    if (c.zero.offload_param.device == "nvme") {
+      add(p.host, "read-ahead pieces",
+          std::min(c.zero.offload_param.max_in_cpu, s.shard) * s.compute,
+          "offload_param.max_in_cpu, compute dtype");
+    }
+  }
+  // Autograd's gradient of a unit (compute dtype) and the fp32 bucket it is staged in.
+  const int64_t bucket = std::max(std::min(c.zero.reduce_bucket_size, s.params), unit);
+  add(p.host, "unit gradients", unit * s.compute, "autograd's, before staging");
+  if (c.zero.stage >= 2) add(p.host, "reduce staging", bucket * 4, "one fp32 bucket");
+}
+
+void disk_files(const config::Config& c, const Shape& s, RunPlan& p) {
+  const auto& oo = c.zero.offload_optimizer;
+  if (oo.device != "nvme") return;
+  add(p.disk, "fp32 master", s.shard * 4, "");
+  add(p.disk, "optimizer states", s.states * s.shard * static_cast<int64_t>(s.state_bytes),
+      optim::state_dtype_name(optim::parse_state_dtype(c.optimizer.state_dtype)));
+  if (oo.gradients == "nvme") add(p.disk, "gradient shard", s.shard * 4, "fp32");
+  if (c.zero.stage == 3 && c.zero.offload_param.device == "nvme") {
+    add(p.disk, "parameters", s.shard * s.compute, "compute dtype");
+  }
+}
+
+std::string gb(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+}  // namespace
+
+RunPlan plan_run(const config::Config& config, int world, const PlanModel& model) {
+  ZOFF_CHECK_ARG(world >= 1, "plan: world size ", world, ": must be >= 1");
+  ZOFF_CHECK_ARG(!model.unit_elems.empty(), "plan: the model has no trainable parameters");
+  const Shape s = shape_of(config, world, model);
+  RunPlan p;
+  p.world = world;
+  p.params = s.params;
+  p.shard_elems = s.shard;
+  add(p.host, "runtime", kRuntimeBytes, "LibTorch, Gloo, zoff and threads (measured)");
+  add(p.host, "data", model.data_bytes, "the training text/images in memory");
+  host_states(config, s, p);
+  step_buffers(config, s, p);
+  unit_buffers(config, s, p);
+  add(p.host, "activations", model.activation_bytes, "kept by autograd for one micro-batch",
+      PlanPhase::kBackwardStart);
+  add(p.host, "late activations", model.late_activation_bytes,
+      "still kept as backward ends (checkpointed block inputs)", PlanPhase::kBackwardEnd);
+  disk_files(config, s, p);
+  for (const auto& i : p.host) {
+    (i.phase == PlanPhase::kAlways          ? p.always_bytes
+     : i.phase == PlanPhase::kBackwardStart ? p.start_bytes
+                                            : p.end_bytes) += i.bytes;
+  }
+  p.host_bytes = p.always_bytes + std::max(p.start_bytes, p.end_bytes);
+  for (const auto& i : p.disk) p.disk_bytes += i.bytes;
+  return p;
+}
+
+std::string to_table(const RunPlan& p) {
+  std::ostringstream os;
+  os << "plan for one rank of " << p.world << ": " << p.params << " parameters, shard of "
+     << p.shard_elems << " elements\n";
+  const std::pair<PlanPhase, const char*> phases[] = {
+      {PlanPhase::kAlways, "host memory all along"},
+      {PlanPhase::kBackwardStart, "+ as backward starts"},
+      {PlanPhase::kBackwardEnd, "+ as backward ends"}};
+  for (const auto& [phase, title] : phases) {
+    os << title << "\n";
+    for (const auto& i : p.host) {
+      if (i.phase != phase) continue;
+      char line[200];
+      std::snprintf(line, sizeof line, "  %-20s %12s  %s\n", i.name.c_str(), gb(i.bytes).c_str(),
+                    i.how.c_str());
+      os << line;
+    }
+  }
+  os << "peak host memory (RSS): " << gb(p.always_bytes) << " + max(" << gb(p.start_bytes) << ", "
+     << gb(p.end_bytes) << ") = " << gb(p.host_bytes) << "\n";
+  os << "disk (nvme tier files of this rank)\n";
+  for (const auto& i : p.disk) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-20s %12s  %s\n", i.name.c_str(), gb(i.bytes).c_str(),
+                  i.how.c_str());
+    os << line;
+  }
+  os << "  total                " << gb(p.disk_bytes) << " (x " << p.world
+     << " ranks = " << gb(p.disk_bytes * p.world) << ")\n";
+  return os.str();
+}
+
+std::string to_json(const RunPlan& p) {
+  nlohmann::ordered_json j;
+  j["world"] = p.world;
+  j["params"] = p.params;
+  j["shard_elems"] = p.shard_elems;
+  auto items = [](const std::vector<PlanItem>& v) {
+    nlohmann::ordered_json o = nlohmann::ordered_json::object();
+    for (const auto& i : v) o[i.name] = i.bytes;
+    return o;
+  };
+  j["host"] = items(p.host);
+  j["always_bytes"] = p.always_bytes;
+  j["backward_start_bytes"] = p.start_bytes;
+  j["backward_end_bytes"] = p.end_bytes;
+  j["host_bytes"] = p.host_bytes;
+  j["disk"] = items(p.disk);
+  j["disk_bytes"] = p.disk_bytes;
+  return j.dump();
+}
+
+}  // namespace zoff::estimate

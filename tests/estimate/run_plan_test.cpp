@@ -1,0 +1,119 @@
+// Tests the planner's arithmetic: the engine's rules for shards, sub-groups and tier files.
+#include "zoff/estimate/run_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "zoff/core/error.h"
+
+namespace zoff::estimate {
+namespace {
+
+int64_t item(const std::vector<PlanItem>& items, const std::string& name) {
+  for (const auto& i : items) {
+    if (i.name == name) return i.bytes;
+  }
+  return 0;
+}
+
+config::Config on_disk(const std::string& gradients, const std::string& state_dtype) {
+  config::Config c;
+  c.bf16 = true;
+  c.optimizer.type = "adamw";
+  c.optimizer.state_dtype = state_dtype;
+  c.zero.stage = 3;
+  c.zero.sub_group_size = 1000000;
+  c.zero.offload_optimizer.device = "nvme";
+  c.zero.offload_optimizer.nvme_path = "/var/tmp";
+  c.zero.offload_optimizer.gradients = gradients;
+  c.zero.offload_param.device = "nvme";
+  c.zero.offload_param.nvme_path = "/var/tmp";
+  return c;
+}
+
+// Three units of 10, 1001 and 5000 elements at world 3: each padded to a multiple of 3
+// (12, 1002, 5001), a shard of 4 + 334 + 1667 = 2005 elements per rank.
+TEST(RunPlan, DiskIsTheShardTimesEachFilesBytesPerElement) {
+  PlanModel m;
+  m.unit_elems = {10, 1001, 5000};
+  const auto p = plan_run(on_disk("nvme", "int8"), 3, m);
+  EXPECT_EQ(p.params, 6011);
+  EXPECT_EQ(p.shard_elems, 2005);
+  EXPECT_EQ(item(p.disk, "fp32 master"), 2005 * 4);
+  EXPECT_EQ(item(p.disk, "optimizer states"), 2 * 2005);  // m and v, one byte each
+  EXPECT_EQ(item(p.disk, "gradient shard"), 2005 * 4);
+  EXPECT_EQ(item(p.disk, "parameters"), 2005 * 2);  // bf16
+  EXPECT_EQ(p.disk_bytes, 2005 * (4 + 2 + 4 + 2));
+  // Streamed gradients: no gradient file, a window of sub-groups in memory instead.
+  const auto s = plan_run(on_disk("stream", "int8"), 3, m);
+  EXPECT_EQ(item(s.disk, "gradient shard"), 0);
+  EXPECT_EQ(s.disk_bytes, 2005 * (4 + 2 + 2));
+  EXPECT_GT(item(s.host, "gradient window"), 0);
+  EXPECT_EQ(item(s.host, "gradient buffers"), 0);
+}
+
+// The sub-group is rounded as the engine rounds it: int8 states need whole 2048-element
+// blocks and 4 KiB-aligned codes (4096 elements), and no more than the shard rounded up.
+TEST(RunPlan, StepBuffersUseTheEnginesSubGroupRounding) {
+  PlanModel m;
+  m.unit_elems = {100000000};
+  auto c = on_disk("stream", "int8");
+  c.zero.sub_group_size = 1000001;
+  const auto p = plan_run(c, 1, m);
+  const int64_t group = (1000001 + 4095) / 4096 * 4096;
+  // 3 sets of: fp32 master, two 1-byte states, the bf16 copy for the parameter file.
+  EXPECT_EQ(item(p.host, "step buffers"), 3 * group * (4 + 2 + 2));
+  EXPECT_EQ(item(p.host, "gradient window"), 12 * group * 4);  // 4 x 3 sets (of 98)
+  EXPECT_EQ(item(p.host, "zero gradients"), group * 4);
+  EXPECT_EQ(item(p.host, "int8 scales"), 2 * ((100000000 + 2047) / 2048) * 4);
+  c.zero.offload_optimizer.stream_buffers = 5;
+  EXPECT_EQ(item(plan_run(c, 1, m).host, "gradient window"), 5 * group * 4);
+  // A shard of 3 sub-groups never holds more than 3.
+  m.unit_elems = {3 * group - 5};
+  c.zero.offload_optimizer.stream_buffers = 0;
+  EXPECT_EQ(item(plan_run(c, 1, m).host, "gradient window"), 3 * group * 4);
+}
+
+// Without offload the states are in memory: the ZeRO model-state bytes of the stage.
+TEST(RunPlan, InMemoryStatesFollowTheStage) {
+  PlanModel m;
+  m.unit_elems = {600, 600};
+  config::Config c;
+  c.bf16 = true;
+  c.optimizer.type = "adamw";
+  c.zero.stage = 2;
+  const auto p = plan_run(c, 2, m);
+  EXPECT_EQ(item(p.host, "parameters"), 1200 * 2);
+  EXPECT_EQ(item(p.host, "gradient shard"), 600 * 4);
+  EXPECT_EQ(item(p.host, "fp32 master"), 600 * 4);
+  EXPECT_EQ(item(p.host, "optimizer states"), 600 * 8);
+  EXPECT_EQ(p.disk_bytes, 0);
+  const auto j = nlohmann::json::parse(to_json(p));
+  EXPECT_EQ(j.at("host_bytes").get<int64_t>(), p.host_bytes);
+}
+
+// Peak host memory: what is there all along, plus the larger of the two peaks of backward.
+TEST(RunPlan, HostIsAlwaysPlusTheLargerPhase) {
+  PlanModel m;
+  m.unit_elems = {100000000};
+  m.activation_bytes = 7000000000;
+  m.late_activation_bytes = 1000;
+  const auto p = plan_run(on_disk("stream", "int8"), 1, m);
+  EXPECT_EQ(p.start_bytes, 7000000000);
+  EXPECT_EQ(p.end_bytes, item(p.host, "gradient window") + 1000);
+  EXPECT_EQ(p.host_bytes, p.always_bytes + 7000000000);
+  m.activation_bytes = 0;
+  const auto q = plan_run(on_disk("stream", "int8"), 1, m);
+  EXPECT_EQ(q.host_bytes, q.always_bytes + q.end_bytes);
+}
+
+TEST(RunPlan, AnEmptyModelOrNoRanksIsAUsageError) {
+  PlanModel m;
+  EXPECT_THROW(plan_run(config::Config{}, 1, m), UsageError);
+  m.unit_elems = {5};
+  EXPECT_THROW(plan_run(config::Config{}, 0, m), UsageError);
+}
+
+}  // namespace
+}  // namespace zoff::estimate
