@@ -35,9 +35,9 @@ out, nvme = sys.argv[1:]
 # width and depth 3e-5 already sends the loss from 6.4 to 24 (fp32 plain LibTorch too), so
 # a 3-step run takes a warmup-sized lr.
 base = {"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1,
-        "optimizer": {"type": "AdamW", "params": {"lr": 3e-7}}}
+        "optimizer": {"type": "AdamW", "params": {"lr": 1.5e-7}}}
 zoff = dict(base, bf16={"enabled": True})
-zoff["optimizer"] = {"type": "AdamW", "state_dtype": "int8", "params": {"lr": 3e-7}}
+zoff["optimizer"] = {"type": "AdamW", "state_dtype": "int8", "params": {"lr": 1.5e-7}}
 zoff["zero_optimization"] = {
     "stage": 3, "sub_group_size": 10000000, "reduce_bucket_size": 100000000,
     "offload_optimizer": {"device": "nvme", "nvme_path": nvme, "gradients": "stream"},

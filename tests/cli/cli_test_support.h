@@ -305,6 +305,23 @@ inline void write_text(const std::string& path, const std::string& text) {
 }
 
 // A config from examples/configs, parsed, for tests to adjust and write into their TempDir.
+// Stage 3, bf16, 2 samples per step, AdamW with `state_dtype` states: the fp32 master,
+// the states and the parameters in files under `nvme`, gradients streamed into the step.
+inline nlohmann::json on_disk_stage3_config(const std::string& nvme,
+                                            const std::string& state_dtype = "fp32",
+                                            int64_t sub_group_size = 4096) {
+  return {
+      {"train_batch_size", 2},
+      {"train_micro_batch_size_per_gpu", 1},
+      {"optimizer", {{"type", "AdamW"}, {"state_dtype", state_dtype}, {"params", {{"lr", 1e-3}}}}},
+      {"bf16", {{"enabled", true}}},
+      {"zero_optimization",
+       {{"stage", 3},
+        {"sub_group_size", sub_group_size},
+        {"offload_optimizer", {{"device", "nvme"}, {"nvme_path", nvme}, {"gradients", "stream"}}},
+        {"offload_param", {{"device", "nvme"}, {"nvme_path", nvme}}}}}};
+}
+
 inline nlohmann::json example_config(const std::string& name) {
   return nlohmann::json::parse(
       read_text(std::string(ZOFF_SOURCE_DIR) + "/examples/configs/" + name));

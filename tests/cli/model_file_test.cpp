@@ -11,21 +11,6 @@
 namespace zoff::cli_test {
 namespace {
 
-// Stage 3 at world 2 with master, states and parameters on disk and streamed gradients;
-// the run also saves a checkpoint, the reference for the model file.
-nlohmann::json on_disk_config(const std::string& nvme) {
-  return {
-      {"train_batch_size", 2},
-      {"train_micro_batch_size_per_gpu", 1},
-      {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-3}}}}},
-      {"bf16", {{"enabled", true}}},
-      {"zero_optimization",
-       {{"stage", 3},
-        {"sub_group_size", 4096},
-        {"offload_optimizer", {{"device", "nvme"}, {"nvme_path", nvme}, {"gradients", "stream"}}},
-        {"offload_param", {{"device", "nvme"}, {"nvme_path", nvme}}}}}};
-}
-
 TEST(ModelFile, Stage3OnDiskSavesTheCheckpointsWeightsInBf16AndGenerates) {
   TempDir dir;
   std::filesystem::create_directories(dir.file("nvme"));
@@ -38,7 +23,7 @@ TEST(ModelFile, Stage3OnDiskSavesTheCheckpointsWeightsInBf16AndGenerates) {
   job.config_path = dir.file("config.json");
   job.save_model_path = dir.file("model.safetensors");
   job.extra = {"--save", dir.file("ckpt"), "--eval-every", "0"};
-  write_text(job.config_path, on_disk_config(dir.file("nvme")).dump(2));
+  write_text(job.config_path, on_disk_stage3_config(dir.file("nvme")).dump(2));
   const auto r = run_train(job);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const auto e = run_zoff({"export", dir.file("ckpt"), "--out", dir.file("fp32.safetensors")});

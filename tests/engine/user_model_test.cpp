@@ -203,6 +203,20 @@ INSTANTIATE_TEST_SUITE_P(StagesWorldsPrecisions, UserModelNvmeOffload,
                          ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(1, 3),
                                             ::testing::Bool()));
 
+// Each variant's run has the losses and parameters of `want` bit for bit, on every rank.
+void expect_variants_bitwise(const std::vector<Run>& want,
+                             const std::vector<config::Config>& variants, int world) {
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const auto got = run_engine(variants[v], world);
+    for (int r = 0; r < world; ++r) {
+      const auto& a = want[static_cast<size_t>(r)];
+      const auto& b = got[static_cast<size_t>(r)];
+      EXPECT_EQ(a.losses, b.losses) << "variant " << v << " rank " << r;
+      EXPECT_TRUE(torch::equal(a.params, b.params)) << "variant " << v << " rank " << r;
+    }
+  }
+}
+
 // Compressed states in the nvme tier: the stored codes, bf16 bits and scales stepped sub-group
 // by sub-group with the StateSpan kernels, with the gradient shard on nvme too, equal the
 // cpu offload run with the same state dtype bit for bit.
@@ -224,16 +238,7 @@ TEST_P(UserModelNvmeCompressedStates, IsBitwiseTheCpuOffloadRun) {
   std::vector<config::Config> variants{cfg, cfg};
   variants[1].zero.offload_optimizer.gradients = "nvme";
   variants[1].zero.offload_optimizer.overlap_step = false;
-  for (size_t v = 0; v < variants.size(); ++v) {
-    const auto got = run_engine(variants[v], world);
-    for (int r = 0; r < world; ++r) {
-      EXPECT_EQ(want[static_cast<size_t>(r)].losses, got[static_cast<size_t>(r)].losses)
-          << "variant " << v << " rank " << r;
-      EXPECT_TRUE(
-          torch::equal(want[static_cast<size_t>(r)].params, got[static_cast<size_t>(r)].params))
-          << "variant " << v << " rank " << r;
-    }
-  }
+  expect_variants_bitwise(want, variants, world);
   std::filesystem::remove_all(dir);
 }
 
@@ -268,16 +273,7 @@ TEST_P(UserModelNvmeStreamedGradients, IsBitwiseTheCpuOffloadRun) {
     variants[1].zero.offload_param.device = "nvme";
     variants[1].zero.offload_param.nvme_path = dir;
   }
-  for (size_t v = 0; v < variants.size(); ++v) {
-    const auto got = run_engine(variants[v], world);
-    for (int r = 0; r < world; ++r) {
-      EXPECT_EQ(want[static_cast<size_t>(r)].losses, got[static_cast<size_t>(r)].losses)
-          << "variant " << v << " rank " << r;
-      EXPECT_TRUE(
-          torch::equal(want[static_cast<size_t>(r)].params, got[static_cast<size_t>(r)].params))
-          << "variant " << v << " rank " << r;
-    }
-  }
+  expect_variants_bitwise(want, variants, world);
   std::filesystem::remove_all(dir);
 }
 
