@@ -266,6 +266,16 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
+// The run was refused as bad input: exit 2 and a single "zoff: error:" line on stderr
+// containing every string in `named` (the bad value, the flag, the reason).
+inline void expect_one_line_refusal(const ProcessResult& r, const std::vector<std::string>& named) {
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  const auto lines = lines_of(r.err);
+  ASSERT_EQ(lines.size(), 1u) << describe(r);
+  EXPECT_EQ(lines[0].rfind("zoff: error:", 0), 0u) << lines[0];
+  for (const auto& s : named) EXPECT_NE(lines[0].find(s), std::string::npos) << lines[0];
+}
+
 // A fresh directory per test, removed with everything in it at the end.
 class TempDir {
  public:

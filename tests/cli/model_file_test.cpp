@@ -76,10 +76,7 @@ TEST(ModelFile, GenerateRefusesWhatItCannotRunInOneLine) {
   for (const auto& c : cases) {
     std::vector<std::string> args{"generate", "--prompt", "x"};
     args.insert(args.end(), c.args.begin(), c.args.end());
-    const auto g = run_zoff(args, {}, 60);
-    EXPECT_EQ(g.exit_code, 2) << describe(g);
-    EXPECT_NE(g.err.find(c.names), std::string::npos) << describe(g);
-    EXPECT_EQ(std::count(g.err.begin(), g.err.end(), '\n'), 1) << describe(g);
+    expect_one_line_refusal(run_zoff(args, {}, 60), {c.names});
   }
 }
 

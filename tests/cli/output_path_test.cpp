@@ -21,15 +21,6 @@ const char* const kConfig =
     R"({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 4,
         "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})";
 
-// The run ended with exit 2 and one "zoff: error:" line containing every `named`.
-void expect_one_line_refusal(const ProcessResult& r, const std::vector<std::string>& named) {
-  EXPECT_EQ(r.exit_code, 2) << describe(r);
-  const auto lines = lines_of(r.err);
-  ASSERT_EQ(lines.size(), 1u) << describe(r);
-  EXPECT_EQ(lines[0].rfind("zoff: error:", 0), 0u) << lines[0];
-  for (const auto& s : named) EXPECT_NE(lines[0].find(s), std::string::npos) << lines[0];
-}
-
 // Things that are not regular files, made in `dir`: (path, what the error calls it).
 std::vector<std::pair<std::string, std::string>> not_ours(const TempDir& dir) {
   const std::string fifo = dir.file("fifo");

@@ -70,10 +70,7 @@ TEST(Plan, BadInputIsOneLineNamingIt) {
   for (const auto& c : cases) {
     std::vector<std::string> args{"estimate"};
     args.insert(args.end(), c.args.begin(), c.args.end());
-    const auto g = run_zoff(args, {}, 60);
-    EXPECT_EQ(g.exit_code, 2) << describe(g);
-    EXPECT_NE(g.err.find(c.names), std::string::npos) << describe(g);
-    EXPECT_EQ(std::count(g.err.begin(), g.err.end(), '\n'), 1) << describe(g);
+    expect_one_line_refusal(run_zoff(args, {}, 60), {c.names});
   }
 }
 

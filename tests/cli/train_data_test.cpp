@@ -87,11 +87,7 @@ TEST(TrainData, BadPathIsOneLineNamingIt) {
   for (const auto& [model, path] : std::vector<std::pair<std::string, std::string>>{
            {"gpt", dir.file("missing.txt")}, {"cnn", dir.file("no_idx")}, {"mlp", dir.path()}}) {
     const auto r = train_on(dir, model, path);
-    EXPECT_EQ(r.exit_code, 2) << describe(r);
-    const auto lines = lines_of(r.err);
-    ASSERT_EQ(lines.size(), 1u) << describe(r);
-    EXPECT_EQ(lines[0].rfind("zoff: error:", 0), 0u) << lines[0];
-    EXPECT_NE(lines[0].find(path), std::string::npos) << lines[0];
+    expect_one_line_refusal(r, {path});
   }
 }
 
