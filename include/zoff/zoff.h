@@ -63,6 +63,7 @@
 #include "zoff/optim/aligned_floats.h"
 #include "zoff/optim/compressed_adam.h"
 #include "zoff/optim/kernels.h"
+#include "zoff/optim/openmp_probe.h"
 #include "zoff/optim/optimizer_bench.h"
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/optim/simd_dispatch.h"

@@ -70,83 +70,110 @@ HWY_INLINE hn::Vec<D> decode_unsigned_lanes(D d, const uint8_t* HWY_RESTRICT q, 
   return hn::Mul(hn::Mul(r2, r2), hn::Set(d, scale));
 }
 
-// Round to nearest even of y in [0, max] (NaN and above saturate to max): adding and
-// subtracting 2^23 leaves no fraction bits, so the FPU's rounding of the sum is the rounding.
+// The code of y in [0, max], rounded to nearest even (the conversion's rounding mode), as
+// round_code in state_dtype.cpp; NaN and anything above max saturate to max.
 template <class D>
-HWY_INLINE hn::Vec<D> round_code(D d, hn::Vec<D> y, float max) {
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> nearest_code(D d, hn::Vec<D> y, float max) {
   const auto top = hn::Set(d, max);
-  y = hn::IfThenElse(hn::Le(y, top), y, top);
-  const auto shift = hn::Set(d, 8388608.0f);  // 2^23
-  return hn::Sub(hn::Add(y, shift), shift);
+  return hn::NearestInt(hn::IfThenElse(hn::Le(y, top), y, top));
 }
 
 template <class D>
 HWY_INLINE void encode_signed_lanes(D d, hn::Vec<D> x, float inv_scale, int8_t* HWY_RESTRICT q) {
   const hn::Rebind<int8_t, D> d8;
-  const hn::RebindToSigned<D> di;
   const auto scaled = hn::Mul(x, hn::Set(d, inv_scale));
-  const auto r = round_code(d, hn::Mul(hn::Sqrt(hn::Abs(scaled)), hn::Set(d, 127.0f)), 127.0f);
-  hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, hn::CopySign(r, scaled))), d8, q);
+  const auto r = hn::Mul(hn::Sqrt(hn::Abs(scaled)), hn::Set(d, 127.0f));
+  // Rounding to nearest even is symmetric, so the sign can go on before it.
+  const auto top = hn::Set(d, 127.0f);
+  const auto clamped = hn::IfThenElse(hn::Le(r, top), r, top);
+  hn::StoreU(hn::DemoteTo(d8, hn::NearestInt(hn::CopySign(clamped, scaled))), d8, q);
 }
 
+// v's code from root = sqrt(v) (which the update computed) and inv_root_scale =
+// block_inv_root_scale(scale): round(255 sqrt(root / sqrt(scale))), as encode_unsigned.
 template <class D>
-HWY_INLINE void encode_unsigned_lanes(D d, hn::Vec<D> x, float inv_scale, uint8_t* HWY_RESTRICT q) {
+HWY_INLINE void encode_unsigned_root_lanes(D d, hn::Vec<D> root, float inv_root_scale,
+                                           uint8_t* HWY_RESTRICT q) {
   const hn::Rebind<uint8_t, D> d8;
-  const hn::RebindToSigned<D> di;
-  const auto root = hn::Sqrt(hn::Sqrt(hn::Mul(x, hn::Set(d, inv_scale))));
-  const auto r = round_code(d, hn::Mul(root, hn::Set(d, 255.0f)), 255.0f);
-  hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, r)), d8, q);
+  const auto y = hn::Mul(hn::Sqrt(hn::Mul(root, hn::Set(d, inv_root_scale))), hn::Set(d, 255.0f));
+  hn::StoreU(hn::DemoteTo(d8, nearest_code(d, y, 255.0f)), d8, q);
 }
 
-// Largest |x| of n floats with NaN ignored: acc < a ? a : acc per lane, then the lanes in
-// the same way. The maximum of the non-NaN values does not depend on the order of the folds.
-HWY_INLINE float absmax(const float* HWY_RESTRICT x, size_t n) {
-  const hn::ScalableTag<float> d;
-  const size_t lanes = hn::Lanes(d);
-  auto acc = hn::Zero(d);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto a = hn::Abs(hn::LoadU(d, x + i));
-    acc = hn::IfThenElse(hn::Lt(acc, a), a, acc);
-  }
+// acc < |x| ? |x| : acc per lane: the running absmax, NaN never wins (as encode_int8_blocks).
+template <class V>
+HWY_INLINE V fold_absmax(V acc, V x) {
+  const auto a = hn::Abs(x);
+  return hn::IfThenElse(hn::Lt(acc, a), a, acc);
+}
+
+// The largest lane of acc (all >= 0, no NaN), folded in the same way.
+template <class D>
+HWY_INLINE float reduce_absmax(D d, hn::Vec<D> acc, float s) {
   HWY_ALIGN float folded[hn::MaxLanes(d)];
   hn::Store(acc, d, folded);
-  float s = 0.0f;
-  for (size_t k = 0; k < lanes; ++k) s = s < folded[k] ? folded[k] : s;
-  for (; i < n; ++i) {
-    const float a = x[i] < 0.0f ? -x[i] : x[i];
-    s = s < a ? a : s;
-  }
+  for (size_t k = 0; k < hn::Lanes(d); ++k) s = s < folded[k] ? folded[k] : s;
   return s;
 }
 
-// One int8 block of n <= kStateBlock elements starting at element `begin` of the span.
+// The new m, sqrt(v) and the block's absmax of m and of v, from one int8 block's update.
+struct Int8BlockScratch {
+  HWY_ALIGN float m[kStateBlock];     // the updated m, fp32 (L1-resident)
+  HWY_ALIGN float root[kStateBlock];  // sqrt of the updated v
+  float m_max = 0.0f;
+  float v_max = 0.0f;
+};
+
+// Decodes, updates and writes p (and its 16-bit copy) for n <= kStateBlock elements from
+// element `begin`; leaves m, sqrt(v) and the absmaxes in `x` for the encoder.
 template <CopyOut kOut>
-HWY_INLINE void adam_int8_block(const AdamCoefficients& c, float* p, const float* g,
-                                const Int8AdamStates& s, size_t block, size_t begin, size_t n,
-                                uint16_t* out) {
-  HWY_ALIGN float m_new[kStateBlock];  // this block's updated m and v, fp32 (L1-resident)
-  HWY_ALIGN float v_new[kStateBlock];
+HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const float* g,
+                                  const Int8AdamStates& s, size_t block, size_t begin, size_t n,
+                                  uint16_t* out, Int8BlockScratch& x) {
   const float m_scale = s.exp_avg_scales[block];
   const float v_scale = s.exp_avg_sq_scales[block];
-  for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
+  auto lanes = [&](auto d, size_t i, auto& m_acc, auto& v_acc) HWY_ATTR {
     const size_t k = begin + i;
     auto vp = hn::LoadU(d, p + k);
     auto vm = decode_signed_lanes(d, s.exp_avg + k, m_scale);
     auto vv = decode_unsigned_lanes(d, s.exp_avg_sq + k, v_scale);
-    adam_update(d, c, vp, hn::LoadU(d, g + k), vm, vv);
-    hn::StoreU(vm, d, m_new + i);
-    hn::StoreU(vv, d, v_new + i);
+    const auto root = adam_update_root(d, c, vp, hn::LoadU(d, g + k), vm, vv);
+    hn::StoreU(vm, d, x.m + i);
+    hn::StoreU(root, d, x.root + i);
     hn::StoreU(vp, d, p + k);
     store_out16<kOut>(d, vp, kOut == CopyOut::kNone ? nullptr : out + k);
-  });
-  s.exp_avg_scales[block] = absmax(m_new, n);
-  s.exp_avg_sq_scales[block] = absmax(v_new, n);
-  const float m_inv = block_inv_scale(s.exp_avg_scales[block]);
-  const float v_inv = block_inv_scale(s.exp_avg_sq_scales[block]);
+    m_acc = fold_absmax(m_acc, vm);
+    v_acc = fold_absmax(v_acc, vv);
+  };
+  const hn::ScalableTag<float> d;
+  auto m_acc = hn::Zero(d), v_acc = hn::Zero(d);
+  size_t i = 0;
+  for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) lanes(d, i, m_acc, v_acc);
+  x.m_max = reduce_absmax(d, m_acc, 0.0f);
+  x.v_max = reduce_absmax(d, v_acc, 0.0f);
+  const hn::CappedTag<float, 1> d1;  // the tail, one lane at a time
+  for (; i < n; ++i) {
+    auto m1 = hn::Zero(d1), v1 = hn::Zero(d1);
+    lanes(d1, i, m1, v1);
+    x.m_max = reduce_absmax(d1, m1, x.m_max);
+    x.v_max = reduce_absmax(d1, v1, x.v_max);
+  }
+}
+
+// One int8 block of n <= kStateBlock elements starting at element `begin` of the span: the
+// update pass, then the block's new scales, then the encoding from L1.
+template <CopyOut kOut>
+HWY_INLINE void adam_int8_block(const AdamCoefficients& c, float* p, const float* g,
+                                const Int8AdamStates& s, size_t block, size_t begin, size_t n,
+                                uint16_t* out) {
+  Int8BlockScratch x;
+  update_int8_block<kOut>(c, p, g, s, block, begin, n, out, x);
+  s.exp_avg_scales[block] = x.m_max;
+  s.exp_avg_sq_scales[block] = x.v_max;
+  const float m_inv = block_inv_scale(x.m_max);
+  const float v_inv_root = block_inv_root_scale(x.v_max);
   for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
-    encode_signed_lanes(d, hn::LoadU(d, m_new + i), m_inv, s.exp_avg + begin + i);
-    encode_unsigned_lanes(d, hn::LoadU(d, v_new + i), v_inv, s.exp_avg_sq + begin + i);
+    encode_signed_lanes(d, hn::LoadU(d, x.m + i), m_inv, s.exp_avg + begin + i);
+    encode_unsigned_root_lanes(d, hn::LoadU(d, x.root + i), v_inv_root, s.exp_avg_sq + begin + i);
   });
 }
 

@@ -81,15 +81,23 @@ HWY_INLINE V fmadd(D d, V a, V b, V c) {
 //   v = fma((1 - b2) * g, g, v * b2)     (exp_avg_sq.mul_(b2).addcmul_(g, g, 1 - b2))
 //   p = p + (-step_size * m) / (sqrt(v) / sqrt(bc2) + eps)   (p.addcdiv_(m, denom, -ss))
 // p, m and v come in as the old values and leave as the new ones; g is this step's gradient.
+// Returns sqrt(v) of the new v, which the int8 encoder of v reuses (one square root fewer).
 template <class D, class V>
-HWY_INLINE void adam_update(D d, const AdamCoefficients& c, V& p, V g, V& m, V& v) {
+HWY_INLINE V adam_update_root(D d, const AdamCoefficients& c, V& p, V g, V& m, V& v) {
   p = hn::Mul(p, hn::Set(d, c.decay));
   if (c.l2 != 0.0f) g = fmadd(d, p, hn::Set(d, c.l2), g);
   m = fmadd(d, g, hn::Set(d, c.one_minus_beta1), hn::Mul(m, hn::Set(d, c.beta1)));
   v = fmadd(d, hn::Mul(hn::Set(d, c.one_minus_beta2), g), g, hn::Mul(v, hn::Set(d, c.beta2)));
-  const auto denom =
-      hn::Add(hn::Div(hn::Sqrt(v), hn::Set(d, c.bias_correction2_sqrt)), hn::Set(d, c.eps));
+  const auto root = hn::Sqrt(v);
+  const auto denom = hn::Add(hn::Div(root, hn::Set(d, c.bias_correction2_sqrt)), hn::Set(d, c.eps));
   p = hn::Add(p, hn::Div(hn::Mul(hn::Set(d, -c.step_size), m), denom));
+  return root;
+}
+
+// adam_update_root without the root.
+template <class D, class V>
+HWY_INLINE void adam_update(D d, const AdamCoefficients& c, V& p, V g, V& m, V& v) {
+  (void)adam_update_root(d, c, p, g, m, v);
 }
 
 // Runs `block` over [0, n): full vectors, then one-lane vectors for the tail. `block(d, i)`

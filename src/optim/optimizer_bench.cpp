@@ -14,6 +14,7 @@
 #include "zoff/core/error.h"
 #include "zoff/optim/aligned_floats.h"
 #include "zoff/optim/kernels.h"
+#include "zoff/optim/openmp_probe.h"
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/optim/simd_dispatch.h"
 #include "zoff/optim/thread_pool.h"
@@ -163,6 +164,9 @@ OptimizerBenchResult run_optimizer_bench(const OptimizerBenchOptions& o) {
     add(result.zoff, "adamw",
         optimizer_step(*fused["adamw"], "adamw", CopyOut::kNone, pd, gd, nullptr));
     add(result.probe, "adam_fp32", probe_step(o, pool, pd, gd, m.data(), v.data(), nullptr));
+    add(result.probe, "adam_fp32_omp", [&o, pd, gd, &m, &v] {
+      openmp_stream_probe(pd, gd, m.data(), v.data(), o.params, o.threads);
+    });
     add(result.zoff, "adamw_bf16_out",
         optimizer_step(*fused["adamw"], "adamw", CopyOut::kBf16, pd, gd, out16.data()));
     add(result.probe, "adam_bf16_out",
@@ -201,16 +205,17 @@ std::string format_bench_table(const OptimizerBenchResult& r, const std::string&
     const char* kernel;
     const char* torch;  // nullptr: no LibTorch counterpart
     const char* probe;  // nullptr: no probe to compare with
+    bool omp;           // compared with the OpenMP probe (fp32 states, no copy-out) too
   };
   // Compressed-state rows compare with the fp32-state probe: the bound they try to beat by
   // moving fewer bytes.
-  const Row rows[] = {{"adamw", "adamw", "adam_fp32"},
-                      {"adamw_bf16_out", nullptr, "adam_bf16_out"},
-                      {"adamw_bf16_states", nullptr, "adam_bf16_out"},
-                      {"adamw_int8_states", nullptr, "adam_bf16_out"},
-                      {"adam", "adam", "adam_fp32"},
-                      {"sgd", "sgd", nullptr},
-                      {"adagrad", "adagrad", nullptr}};
+  const Row rows[] = {{"adamw", "adamw", "adam_fp32", true},
+                      {"adamw_bf16_out", nullptr, "adam_bf16_out", false},
+                      {"adamw_bf16_states", nullptr, "adam_bf16_out", false},
+                      {"adamw_int8_states", nullptr, "adam_bf16_out", false},
+                      {"adam", "adam", "adam_fp32", true},
+                      {"sgd", "sgd", nullptr, false},
+                      {"adagrad", "adagrad", nullptr, false}};
   std::ostringstream os;
   char line[256];
   os << "$ " << command_line << "\n";
@@ -219,13 +224,14 @@ std::string format_bench_table(const OptimizerBenchResult& r, const std::string&
                 r.simd_target.c_str(), r.options.params, r.options.threads, r.options.repeats,
                 r.options.steps);
   os << line;
-  std::snprintf(line, sizeof line, "%-17s %12s %7s %8s %12s %11s %14s %12s %11s\n", "kernel",
-                "zoff Gpar/s", "B/par", "GB/s", "torch Gpar/s", "zoff/torch", "probe",
-                "probe Gpar/s", "zoff/probe");
+  std::snprintf(line, sizeof line, "%-17s %12s %7s %8s %12s %11s %14s %12s %11s %11s %9s\n",
+                "kernel", "zoff Gpar/s", "B/par", "GB/s", "torch Gpar/s", "zoff/torch", "probe",
+                "probe Gpar/s", "zoff/probe", "omp Gpar/s", "zoff/omp");
   os << line;
   for (const auto& row : rows) {
     const double z = r.zoff.at(row.kernel);
     std::string torch_col = "-", ratio_torch = "-", probe_col = "-", ratio_probe = "-";
+    std::string omp_col = "-", ratio_omp = "-";
     char buf[64];
     if (row.torch != nullptr) {
       const double t = r.torch.at(row.torch);
@@ -241,11 +247,18 @@ std::string format_bench_table(const OptimizerBenchResult& r, const std::string&
       std::snprintf(buf, sizeof buf, "%.2fx", z / pr);
       ratio_probe = buf;
     }
+    if (row.omp) {
+      const double om = r.probe.at("adam_fp32_omp");
+      std::snprintf(buf, sizeof buf, "%.3f", om / 1e9);
+      omp_col = buf;
+      std::snprintf(buf, sizeof buf, "%.2fx", z / om);
+      ratio_omp = buf;
+    }
     const double bytes = kernel_bytes(row.kernel);
-    std::snprintf(line, sizeof line, "%-17s %12.3f %7.2f %8.1f %12s %11s %14s %12s %11s\n",
+    std::snprintf(line, sizeof line, "%-17s %12.3f %7.2f %8.1f %12s %11s %14s %12s %11s %11s %9s\n",
                   row.kernel, z / 1e9, bytes, z * bytes / 1e9, torch_col.c_str(),
                   ratio_torch.c_str(), row.probe ? row.probe : "-", probe_col.c_str(),
-                  ratio_probe.c_str());
+                  ratio_probe.c_str(), omp_col.c_str(), ratio_omp.c_str());
     os << line;
   }
   return os.str();

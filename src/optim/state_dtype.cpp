@@ -71,6 +71,11 @@ float block_inv_scale(float scale) {
   return scale > 0.0f && inv < INFINITY ? inv : 0.0f;
 }
 
+float block_inv_root_scale(float scale) {
+  const float inv = 1.0f / std::sqrt(scale);
+  return scale > 0.0f && inv < INFINITY ? inv : 0.0f;
+}
+
 int8_t encode_signed(float x, float inv_scale) {
   const float r = round_code(std::sqrt(std::fabs(x * inv_scale)) * 127.0f, 127.0f);
   return static_cast<int8_t>(std::copysign(r, x * inv_scale));
@@ -81,8 +86,9 @@ float decode_signed(int8_t q, float scale) {
   return r * std::fabs(r) * scale;
 }
 
-uint8_t encode_unsigned(float x, float inv_scale) {
-  return static_cast<uint8_t>(round_code(std::sqrt(std::sqrt(x * inv_scale)) * 255.0f, 255.0f));
+uint8_t encode_unsigned(float x, float inv_root_scale) {
+  const float root = std::sqrt(x);  // the step's sqrt(v)
+  return static_cast<uint8_t>(round_code(std::sqrt(root * inv_root_scale) * 255.0f, 255.0f));
 }
 
 float decode_unsigned(uint8_t q, float scale) {
@@ -100,7 +106,7 @@ void encode_int8_blocks(const float* x, size_t n, bool is_signed, uint8_t* codes
       absmax = absmax < a ? a : absmax;  // the fused kernel's rule: NaN never wins
     }
     scales[b] = absmax;
-    const float inv = block_inv_scale(absmax);
+    const float inv = is_signed ? block_inv_scale(absmax) : block_inv_root_scale(absmax);
     for (size_t i = lo; i < hi; ++i) {
       codes[i] =
           is_signed ? static_cast<uint8_t>(encode_signed(x[i], inv)) : encode_unsigned(x[i], inv);

@@ -6,6 +6,24 @@
 #include "zoff/core/error.h"
 
 namespace zoff::optim {
+namespace {
+
+// Calls `done` until it is true or kSpin has passed; the clock is read every 64 polls.
+template <class Done>
+bool spin_until(const Done& done) {
+  const auto until = std::chrono::steady_clock::now() + ThreadPool::kSpin;
+  for (;;) {
+    for (int k = 0; k < 64; ++k) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();  // tells the core this is a spin loop (and saves power)
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   ZOFF_CHECK_ARG(threads >= 1 && threads <= kMaxThreads, "threads = ", threads, ": must be in [1, ",
@@ -23,25 +41,43 @@ ThreadPool::~ThreadPool() {
   for (auto& worker : workers_) worker.join();
 }
 
+bool ThreadPool::spin_for_work(uint64_t seen) const {
+  return spin_until([&] {
+    return stop_.load(std::memory_order_acquire) ||
+           generation_.load(std::memory_order_acquire) != seen;
+  });
+}
+
+bool ThreadPool::spin_for_workers() const {
+  return spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
+}
+
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    // Idle workers sleep until there is work or the pool closes: not a wait for a result.
-    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (!spin_for_work(seen)) {
+      // Idle workers sleep until there is work or the pool closes: not a wait for a result.
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    }
     if (stop_) return;
-    seen = generation_;
+    seen = generation_.load(std::memory_order_acquire);
     const auto* task = task_;
-    lock.unlock();
     std::exception_ptr error;
     try {
       (*task)(index);
     } catch (...) {
       error = std::current_exception();
     }
-    lock.lock();
-    if (error && !error_) error_ = error;
-    if (--pending_ == 0) done_.notify_one();
+    if (error) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = error;
+    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Under the lock: the caller may be between its predicate check and its sleep.
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_.notify_one();
+    }
   }
 }
 
@@ -54,9 +90,9 @@ void ThreadPool::run(const std::function<void(int)>& task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     task_ = &task;
-    pending_ = static_cast<int>(workers_.size());
+    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
     error_ = nullptr;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   std::exception_ptr error;
@@ -65,9 +101,10 @@ void ThreadPool::run(const std::function<void(int)>& task) {
   } catch (...) {
     error = std::current_exception();
   }
+  spin_for_workers();
   std::unique_lock<std::mutex> lock(mutex_);
   if (!done_.wait_for(lock, kRunTimeout, [&] { return pending_ == 0; })) {
-    throw Error(detail::concat("thread pool: ", pending_, " of ", workers_.size(),
+    throw Error(detail::concat("thread pool: ", pending_.load(), " of ", workers_.size(),
                                " workers did not finish within ", kRunTimeout.count(), " s"));
   }
   task_ = nullptr;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zoff/core/error.h"
+#include "zoff/optim/openmp_probe.h"
 #include "zoff_test_paths.h"
 
 namespace zoff::optim {
@@ -34,7 +35,7 @@ void expect_bench_keys(const nlohmann::json& j) {
   for (const char* k : {"adamw", "adam", "sgd", "adagrad"}) {
     EXPECT_GT(j.at("torch").at(k).get<double>(), 0.0) << k;
   }
-  for (const char* k : {"adam_fp32", "adam_bf16_out"}) {
+  for (const char* k : {"adam_fp32", "adam_bf16_out", "adam_fp32_omp"}) {
     EXPECT_GT(j.at("probe").at(k).get<double>(), 0.0) << k;
   }
   EXPECT_EQ(j.at("zoff").size(), 7u);
@@ -45,7 +46,7 @@ void expect_bench_keys(const nlohmann::json& j) {
   EXPECT_DOUBLE_EQ(bytes.at("adamw_bf16_states").get<double>(), 22.0);
   EXPECT_NEAR(bytes.at("adamw_int8_states").get<double>(), 18.0078, 1e-4);
   EXPECT_EQ(j.at("torch").size(), 4u);
-  EXPECT_EQ(j.at("probe").size(), 2u);
+  EXPECT_EQ(j.at("probe").size(), 3u);
 }
 
 TEST(OptimizerBench, MeasuresEveryKernelAndFormatsIt) {
@@ -54,9 +55,29 @@ TEST(OptimizerBench, MeasuresEveryKernelAndFormatsIt) {
   expect_bench_keys(nlohmann::json::parse(format_bench_json(result)));
   const auto table = format_bench_table(result, "zoff bench optim --params 100003");
   for (const char* word : {"zoff bench optim --params 100003", "adamw_bf16_out", "zoff/torch",
-                           "zoff/probe", "adam_fp32", "adagrad", "adamw_bf16_states",
+                           "zoff/probe", "zoff/omp", "adam_fp32", "adagrad", "adamw_bf16_states",
                            "adamw_int8_states", "B/par", "22.00", "18.01"}) {
     EXPECT_NE(table.find(word), std::string::npos) << word << "\n" << table;
+  }
+}
+
+// The OpenMP probe touches every element of every stream once, tail included: it adds g to
+// p, m and v (the values are meaningless, but a probe that skipped lines would be a false
+// bound).
+TEST(OpenmpProbe, VisitsEveryElementOnce) {
+  const size_t n = 16 * 1000 + 7;
+  std::vector<float> p(n), g(n), m(n), v(n);
+  for (size_t i = 0; i < n; ++i) {
+    p[i] = static_cast<float>(i);
+    g[i] = 1.0f;
+    m[i] = 2.0f * static_cast<float>(i);
+    v[i] = -static_cast<float>(i);
+  }
+  openmp_stream_probe(p.data(), g.data(), m.data(), v.data(), n, 2);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(p[i], static_cast<float>(i) + 1.0f) << i;
+    ASSERT_EQ(m[i], 2.0f * static_cast<float>(i) + 1.0f) << i;
+    ASSERT_EQ(v[i], -static_cast<float>(i) + 1.0f) << i;
   }
 }
 

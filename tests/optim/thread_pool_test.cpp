@@ -6,6 +6,7 @@
 #include <atomic>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "zoff/core/error.h"
 
@@ -27,6 +28,20 @@ TEST(ThreadPool, RunsEveryIndexOnceOnDistinctThreads) {
     EXPECT_EQ(mask.load(), 0b111);
     EXPECT_EQ(ids.size(), 3u);
   }
+}
+
+// Workers poll for a while after a task and then sleep: runs that come back to back (found
+// by polling), after a pause longer than the poll (found by the wake-up), and with more
+// threads than cores must all run every index exactly once.
+TEST(ThreadPool, BackToBackAndSpacedRunsEachRunEveryIndexOnce) {
+  ThreadPool pool(4);
+  std::atomic<int64_t> sum{0};
+  constexpr int kRuns = 20000;
+  for (int round = 0; round < kRuns; ++round) {
+    pool.run([&](int i) { sum.fetch_add(i + 1); });
+    if (round % 5000 == 0) std::this_thread::sleep_for(ThreadPool::kSpin * 20);
+  }
+  EXPECT_EQ(sum.load(), int64_t{kRuns} * (1 + 2 + 3 + 4));
 }
 
 TEST(ThreadPool, RethrowsAWorkersException) {

@@ -22,7 +22,9 @@ void validate_bench_options(const OptimizerBenchOptions& options);
 //          adamw_bf16_states, adamw_int8_states (AdamW with optimizer.state_dtype bf16 /
 //          int8, bf16 copy-out like adamw_bf16_out)
 //   torch: adamw, adam, sgd, adagrad  (torch::optim on the same spans)
-//   probe: adam_fp32 (28 B/param: read p g m v, write p m v), adam_bf16_out (+ 2 B written)
+//   probe: adam_fp32 (28 B/param: read p g m v, write p m v), adam_bf16_out (+ 2 B written),
+//          split like the fused kernels and run by zoff's pool; adam_fp32_omp, the adam_fp32
+//          traffic run by OpenMP's threads over 16-float lines (openmp_probe.h)
 struct OptimizerBenchResult {
   OptimizerBenchOptions options;
   std::string simd_target;  // Highway target the fused kernels ran with

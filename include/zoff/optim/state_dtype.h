@@ -61,17 +61,21 @@ int64_t round_sub_group(int64_t requested, size_t alignment, size_t numel, size_
 // Known limit of deterministic rounding (bf16 too): a change smaller than half a code step
 // is lost, and v with beta2 = 0.999 moves ~0.1% per step once t is large, so v tends to stay
 // put until a larger gradient arrives; stochastic rounding would remove that bias.
-// `inv_scale` is block_inv_scale(scale).
-float block_inv_scale(float scale);  // 1 / scale, or 0 when scale is 0 or 1 / scale overflows
+// encode_signed takes inv_scale = block_inv_scale(scale). encode_unsigned takes
+// inv_root_scale = block_inv_root_scale(scale) and computes 255 sqrt(sqrt(x) inv_root_scale):
+// the step already has sqrt(v) for Adam's denominator, so encoding v costs one more square
+// root, not two.
+float block_inv_scale(float scale);       // 1 / scale, or 0 when scale is 0 or 1 / scale overflows
+float block_inv_root_scale(float scale);  // 1 / sqrt(scale), or 0 likewise
 int8_t encode_signed(float x, float inv_scale);
 float decode_signed(int8_t q, float scale);
-uint8_t encode_unsigned(float x, float inv_scale);
+uint8_t encode_unsigned(float x, float inv_root_scale);
 float decode_unsigned(uint8_t q, float scale);
 
 // Int8-encodes n floats in blocks of kStateBlock elements from element 0, as the step does:
 // a block's scale is its largest |x| (NaN ignored), each element is encode_signed (is_signed)
-// or encode_unsigned with block_inv_scale(scale). codes: n bytes (int8_t bits when signed);
-// scales: state_blocks(n) floats.
+// with block_inv_scale(scale) or encode_unsigned with block_inv_root_scale(scale). codes: n bytes
+// (int8_t bits when signed); scales: state_blocks(n) floats.
 void encode_int8_blocks(const float* x, size_t n, bool is_signed, uint8_t* codes, float* scales);
 
 // bf16 bits -> float (exact).

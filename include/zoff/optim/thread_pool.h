@@ -2,6 +2,7 @@
 // cache-line-aligned split of a span among them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -28,6 +29,12 @@ class ThreadPool {
   // billion floats takes about a second, so this only fires on a real hang. After a timeout
   // the pool must not be used again (a worker may still be inside the task).
   static constexpr std::chrono::seconds kRunTimeout{600};
+  // How long a worker that finished a task, and the caller waiting for the workers, poll
+  // before they sleep on a condition variable. Waking a sleeping thread costs tens of
+  // microseconds here (a futex round trip through the VM's scheduler), as much as a whole
+  // step over a 1M-element sub-group; back-to-back runs find the workers still polling.
+  // Bounded, so an idle pool costs at most this much CPU per run.
+  static constexpr std::chrono::microseconds kSpin{50};
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
@@ -37,16 +44,23 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  // Polls until generation_ moves past `seen` or the pool stops, for at most kSpin; true
+  // if it did.
+  bool spin_for_work(uint64_t seen) const;
+  // Polls until pending_ is 0, for at most kSpin; true if it is.
+  bool spin_for_workers() const;
 
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // one run() at a time
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  const std::function<void(int)>* task_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  const std::function<void(int)>* task_ = nullptr;  // written before generation_ moves
+  // Changed under mutex_ (so a sleeping worker's predicate cannot miss it), read without it
+  // by polling threads.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};  // workers still inside the current task
+  std::atomic<bool> stop_{false};
   std::exception_ptr error_;
 };
 

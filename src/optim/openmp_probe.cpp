@@ -1,0 +1,76 @@
+// A second streaming probe whose threads are OpenMP's, not zoff's pool: a bound on the Adam
+// step's memory traffic that does not inherit the pool's wake-up cost at small sizes.
+//
+// The same Highway targets as fused_kernels.cpp; the parallel loop's outlined body inherits
+// the target attributes of the function it is written in, so each target's loop is that
+// target's code.
+#undef HWY_TARGET_INCLUDE
+// Resolved against the include path (<repo>/include), as in fused_kernels.cpp.
+#define HWY_TARGET_INCLUDE "../src/optim/openmp_probe.cpp"
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#include "zoff/optim/openmp_probe.h"
+
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <omp.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "simd_targets.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace zoff {
+namespace optim {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Reads p, g, m, v and writes p, m, v over 16 floats (one 64-byte line of each stream),
+// one add per stream: the traffic of adam_fp32, next to no arithmetic.
+HWY_INLINE void probe_line(float* HWY_RESTRICT p, const float* HWY_RESTRICT g,
+                           float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto vg = hn::LoadU(d, g + i);
+    hn::StoreU(hn::Add(hn::LoadU(d, p + i), vg), d, p + i);
+    hn::StoreU(hn::Add(hn::LoadU(d, m + i), vg), d, m + i);
+    hn::StoreU(hn::Add(hn::LoadU(d, v + i), vg), d, v + i);
+  }
+  for (; i < n; ++i) {
+    p[i] += g[i];
+    m[i] += g[i];
+    v[i] += g[i];
+  }
+}
+
+void OpenmpProbeKernel(float* p, const float* g, float* m, float* v, size_t n, int threads) {
+  const int64_t lines = static_cast<int64_t>((n + kProbeLineFloats - 1) / kProbeLineFloats);
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t k = 0; k < lines; ++k) {
+    const size_t at = static_cast<size_t>(k) * kProbeLineFloats;
+    const size_t len = n - at < kProbeLineFloats ? n - at : kProbeLineFloats;
+    probe_line(p + at, g + at, m + at, v + at, len);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace optim
+}  // namespace zoff
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace zoff::optim {
+
+HWY_EXPORT(OpenmpProbeKernel);
+
+void openmp_stream_probe(float* p, const float* g, float* m, float* v, size_t n, int threads) {
+  detail::ensure_simd_env_applied();
+  HWY_DYNAMIC_DISPATCH(OpenmpProbeKernel)(p, g, m, v, n, threads);
+}
+
+}  // namespace zoff::optim
+#endif  // HWY_ONCE
