@@ -87,6 +87,12 @@ void add_train(CLI::App& root, int& exit_code) {
   cmd->add_option("--init-from", opts->init_from,
                   "start from these weights: a .safetensors file (zoff export) or a checkpoint "
                   "directory (fine-tuning; the optimizer starts fresh)");
+  cmd->add_option("--profile", opts->profile_path,
+                  "write a per-op CPU profile (self and total ms per step, rank 0's main "
+                  "thread) of --profile-steps steps after 3 warm-up steps to this file");
+  cmd->add_option("--profile-steps", opts->profile_steps, "steps --profile covers")
+      ->check(whole_number_text<int64_t>(1))
+      ->capture_default_str();
   cmd->callback([opts, &exit_code] {
     auto summary = zoff::train::run_training(*opts);
     if (!summary.sample.empty()) {

@@ -13,6 +13,25 @@ PRESETS = {  # the C++ presets (include/zoff/models/gpt_config.h)
 }
 
 
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm computed in fp32 when x is 16-bit, rounded back to x's dtype (what
+    torch.autocast does on CPU, and zoff's C++ gpt; PyTorch 1.13's bf16 layer_norm is slower
+    on CPU). fp32 x: nn.LayerNorm itself."""
+
+    def forward(self, x):
+        if x.dtype == torch.float32:
+            return super().forward(x)
+        return F.layer_norm(x.float(), self.normalized_shape, self.weight.float(),
+                            self.bias.float(), self.eps).to(x.dtype)
+
+
+def softmax_last(x):
+    """Softmax over the last dimension in fp32, rounded back to x's dtype."""
+    if x.dtype == torch.float32:
+        return torch.softmax(x, -1)
+    return torch.softmax(x, -1, dtype=torch.float32).to(x.dtype)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, n_embd, n_head):
         super().__init__()
@@ -26,7 +45,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
         att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        att = torch.softmax(att.masked_fill(future, float("-inf")), -1)
+        att = softmax_last(att.masked_fill(future, float("-inf")))
         y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
         return self.proj(y)
 
@@ -34,9 +53,9 @@ class CausalSelfAttention(nn.Module):
 class Block(nn.Module):
     def __init__(self, n_embd, n_head):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(n_embd)
+        self.ln_1 = LayerNorm(n_embd)
         self.attn = CausalSelfAttention(n_embd, n_head)
-        self.ln_2 = nn.LayerNorm(n_embd)
+        self.ln_2 = LayerNorm(n_embd)
         self.fc = nn.Linear(n_embd, 4 * n_embd)
         self.mlp_proj = nn.Linear(4 * n_embd, n_embd)
 
@@ -51,7 +70,7 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(vocab_size, n_embd)
         self.wpe = nn.Embedding(block_size, n_embd)
         self.blocks = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(n_embd)
+        self.ln_f = LayerNorm(n_embd)
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied: trained once
         self._init_weights(n_layer)

@@ -78,6 +78,7 @@
 #include "zoff/report/svg_chart.h"
 #include "zoff/report/training_log.h"
 #include "zoff/train/model_safetensors.h"
+#include "zoff/train/op_profile.h"
 #include "zoff/train/step_log.h"
 #include "zoff/train/task.h"
 #include "zoff/train/trainer.h"

@@ -1,6 +1,7 @@
 // GradReducer: gradient hooks, rank-major bucket staging, asynchronous bucketed collectives.
 #include "zoff/engine/grad_reducer.h"
 
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -182,6 +183,7 @@ void GradReducer::on_grad_ready(size_t slot) {
 // its bucket's staging, rank-major (stages 2, 3): rank r's pieces of the bucket's units
 // are contiguous at [r * B, (r + 1) * B), B = the bucket's shard size.
 void GradReducer::stage_grad(size_t slot, const torch::Tensor& grad) {
+  RECORD_USER_SCOPE("zoff::stage_grad");  // widen to fp32 into the bucket
   const auto& info = layout_.slots()[slot];
   auto flat = grad.reshape({-1});
   if (options_.mode != GradMode::kReduceScatterEveryMicroBatch) {
@@ -223,6 +225,7 @@ void GradReducer::permute_rank_major(const partition::UnitBucket& bucket,
 
 void GradReducer::launch(size_t b) {
   if (bucket_launched_[b]) return;
+  RECORD_USER_SCOPE("zoff::launch_gradient_collective");
   bucket_launched_[b] = true;
   const auto& bucket = buckets_[b];
   auto pending = std::make_unique<Pending>();
@@ -253,7 +256,10 @@ void GradReducer::launch(size_t b) {
 void GradReducer::drain_one() {
   auto pending = std::move(in_flight_.front());
   in_flight_.erase(in_flight_.begin());
-  pending->work->wait();
+  {
+    RECORD_USER_SCOPE("zoff::wait_gradient_collective");
+    pending->work->wait();
+  }
   const auto& bucket = buckets_[pending->bucket];
   if (pending->recv.defined() && bucket.shard_size > 0) {
     auto piece = pending->recv.to(options_.shard_device, /*non_blocking=*/true);

@@ -1,6 +1,8 @@
 // ZeroEngine: setup of units, precision and tiers; backward; the step and its publication.
 #include "zoff/engine/zero_engine.h"
 
+#include <ATen/record_function.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -426,7 +428,10 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
     if (overlapping_) abandon_overlapped_step();
     throw;
   }
-  reducer_->end_backward();
+  {
+    RECORD_USER_SCOPE("zoff::end_backward");  // flushes the last buckets
+    reducer_->end_backward();
+  }
   if (gatherer_) gatherer_->end_backward();
   meter_.mark_baseline();
   ++micro_;
@@ -488,19 +493,30 @@ StepStats ZeroEngine::step() {
   // the parameters before it, the next forward sees it.
   synchronize();
   ZOFF_CHECK(tier_damaged_.empty(), tier_damaged_);
-  auto grads = reducer_->reduced_grads();
+  torch::Tensor grads;
+  {
+    RECORD_USER_SCOPE("zoff::wait_reduced_grads");  // the last buckets' reduce-scatter
+    grads = reducer_->reduced_grads();
+  }
   if (scaler_) {
     if (skip_overflowed_step(grads, &stats)) return stats;
   } else if (comm_->size() > 1 && !overlapping_ && !grads_in_tier_) {
     // Overlapped: done range by range; gradients in the tier: done as they were written.
     grads.div_(static_cast<double>(comm_->size()));
   }
-  clip_and_measure(grads, &stats);
+  {
+    RECORD_USER_SCOPE("zoff::grad_norm_and_clip");
+    clip_and_measure(grads, &stats);
+  }
   stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
   if (dpu_ && step_ >= config_.zero.offload_optimizer.dpu_warmup_steps) {
     launch_delayed_update(grads, stats.lr);
   } else {
-    update_master(grads, stats.lr, copy_out_target());
+    {
+      RECORD_USER_SCOPE("zoff::optimizer_step");
+      update_master(grads, stats.lr, copy_out_target());
+    }
+    RECORD_USER_SCOPE("zoff::publish_params");  // stages 1-2: the all-gather
     publish_params();
   }
   if (scaler_) scaler_->update(/*overflow=*/false, step_ + 1);

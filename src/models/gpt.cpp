@@ -22,6 +22,27 @@ torch::nn::LayerNorm layer_norm(int64_t width) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(kLayerNormEps));
 }
 
+// LayerNorm in fp32 when x is 16-bit, the result rounded back to x's dtype: what
+// torch.autocast does on CPU, where LibTorch 1.13's bf16 layer_norm takes ~3x as long as
+// widening, normalizing in fp32 and rounding (and is less accurate). fp32 x: ln(x) itself.
+torch::Tensor norm(torch::nn::LayerNorm& ln, const torch::Tensor& x) {
+  if (x.scalar_type() == torch::kFloat32) return ln(x);
+  namespace F = torch::nn::functional;
+  const auto wide =
+      F::layer_norm(x.to(torch::kFloat32), F::LayerNormFuncOptions(ln->options.normalized_shape())
+                                               .weight(ln->weight.to(torch::kFloat32))
+                                               .bias(ln->bias.to(torch::kFloat32))
+                                               .eps(ln->options.eps()));
+  return wide.to(x.scalar_type());
+}
+
+// Softmax over the last dimension in fp32, rounded back to x's dtype (faster than LibTorch
+// 1.13's bf16 softmax on CPU, and exact to the rounding of the result).
+torch::Tensor softmax_last(const torch::Tensor& x) {
+  if (x.scalar_type() == torch::kFloat32) return torch::softmax(x, -1);
+  return torch::softmax(x, -1, torch::kFloat32).to(x.scalar_type());
+}
+
 torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
   // p == 0 must not touch any RNG, so skip the op entirely.
   return p > 0.0 ? torch::dropout(x, p, training) : x;
@@ -46,7 +67,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   // in the module, and T varies between training and generation.
   const torch::Tensor future =
       torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
-  att = torch::softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
+  att = softmax_last(att.masked_fill(future, -std::numeric_limits<double>::infinity()));
   att = maybe_dropout(att, dropout_, is_training());
   torch::Tensor y = torch::matmul(att, v);             // [B, nh, T, hs]
   y = y.transpose(1, 2).contiguous().view({B, T, C});  // heads side by side again
@@ -62,8 +83,8 @@ GptBlockImpl::GptBlockImpl(const GptConfig& config) : dropout_(config.dropout) {
 }
 
 torch::Tensor GptBlockImpl::forward(torch::Tensor x) {
-  x = x + attn(ln_1(x));
-  return x + maybe_dropout(mlp_proj(torch::gelu(fc(ln_2(x)))), dropout_, is_training());
+  x = x + attn(norm(ln_1, x));
+  return x + maybe_dropout(mlp_proj(torch::gelu(fc(norm(ln_2, x)))), dropout_, is_training());
 }
 
 GptImpl::GptImpl(const GptConfig& config, GptInit init) : config_(config) {
@@ -156,7 +177,7 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
     };
     x = activation_checkpointing_ ? zoff::activation_checkpoint(run, x) : run(x);
   }
-  x = zoff::unit_forward(ln_f, x);
+  x = zoff::with_unit(*ln_f, [&] { return norm(ln_f, x); });
   // Tied head: logits = x @ wte^T, read from the registered weight at every call.
   return zoff::with_unit(*wte, [&] { return torch::matmul(x, wte->weight.t()); });  // [B, T, V]
 }

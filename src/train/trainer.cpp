@@ -28,6 +28,7 @@
 #include "zoff/models/generate.h"
 #include "zoff/report/progress.h"
 #include "zoff/train/model_safetensors.h"
+#include "zoff/train/op_profile.h"
 #include "zoff/train/step_log.h"
 #include "zoff/train/task.h"
 #include "zoff/unit/unit_call.h"
@@ -248,6 +249,12 @@ void check_options(const TrainOptions& o) {
                  "--heartbeat-timeout ", o.heartbeat_timeout_s, ": must be in [1, ",
                  kMaxHeartbeatTimeoutS, "] seconds (0 = off)");
   if (!o.save_model_path.empty()) check_output_path("--save-model", o.save_model_path);
+  if (!o.profile_path.empty()) {
+    check_output_path("--profile", o.profile_path);
+    ZOFF_CHECK_ARG(o.profile_steps >= 1 && o.steps >= kProfileWarmupSteps + o.profile_steps,
+                   "--profile-steps ", o.profile_steps, ": must be >= 1 and leave ",
+                   kProfileWarmupSteps, " warm-up steps before it (--steps ", o.steps, ")");
+  }
   ZOFF_CHECK_ARG(o.init_from.empty() || o.resume_dir.empty(), "--init-from ", o.init_from,
                  " and --resume ", o.resume_dir,
                  ": give one (a resumed run has its weights from the checkpoint)");
@@ -387,7 +394,10 @@ TrainSummary run_training(const TrainOptions& o) {
   }
   const auto t0 = Clock::now();
   TrainSummary summary;
+  StepSpanProfile profiler(o.profile_path, start_step + kProfileWarmupSteps, o.profile_steps,
+                           leader);
   for (int64_t step = start_step; step < o.steps; ++step) {
+    profiler.before_step(step);
     const auto ts = Clock::now();
     double loss_sum = 0;
     for (int64_t k = 0; k < accum; ++k) {
@@ -400,6 +410,7 @@ TrainSummary run_training(const TrainOptions& o) {
     auto mean = torch::tensor({loss_sum / static_cast<double>(accum)}, torch::kFloat64);
     if (ranks > 1) comm->all_reduce_sum(mean)->wait();
     const double dt = std::chrono::duration<double>(Clock::now() - ts).count();
+    profiler.after_step(step);
     StepRecord rec;
     rec.step = stats.step;
     rec.loss = mean.item<double>() / ranks;

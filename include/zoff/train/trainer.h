@@ -49,7 +49,14 @@ struct TrainOptions {
   // Start from these weights instead of the seed's (fine-tuning): a .safetensors file
   // (e.g. from zoff export) or a checkpoint directory; every tensor of the model by name.
   std::string init_from;
+  // Per-op profile (train/op_profile.h) of profile_steps steps after kProfileWarmupSteps,
+  // written by rank 0 to this file as a table ("" = no profile).
+  std::string profile_path;
+  int64_t profile_steps = 5;
 };
+
+// Steps a profile waits for (allocator and caches warm, the first step's page faults done).
+constexpr int64_t kProfileWarmupSteps = 3;
 
 struct TrainSummary {
   int64_t steps = 0;

@@ -1,0 +1,61 @@
+// Where a training step's time goes: LibTorch's profiler on the calling thread over a span
+// of steps, aggregated by op name into a table of self and total CPU time per step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zoff::train {
+
+// One op (or zoff phase, "zoff::...") over the profiled steps. Microseconds.
+struct OpTime {
+  std::string name;
+  int64_t calls = 0;
+  double self_us = 0;   // inside the op and not inside an op it called
+  double total_us = 0;  // inside the op, the ops it called included (outermost calls only)
+};
+
+// Records every op (ATen operators, autograd nodes, zoff's phases) that runs on the thread
+// that called start() and the threads LibTorch propagates the profiler to, until stop().
+// One at a time per process.
+class OpProfile {
+ public:
+  OpProfile() = default;
+  OpProfile(const OpProfile&) = delete;
+  OpProfile& operator=(const OpProfile&) = delete;
+  ~OpProfile();  // stops a profile still running (its events are dropped)
+
+  void start();
+  // Stops and aggregates; `steps` steps ran in `wall_seconds` since start().
+  void stop(int64_t steps, double wall_seconds);
+
+  const std::vector<OpTime>& ops() const { return ops_; }  // by self time, largest first
+  // A text table of the `top` ops with the most self time: per step, in ms and in % of the
+  // step's wall time, then what the listed ops leave of it.
+  std::string table(size_t top) const;
+
+ private:
+  bool running_ = false;
+  int64_t steps_ = 0;
+  double wall_seconds_ = 0;
+  std::vector<OpTime> ops_;
+};
+
+// An OpProfile over steps [first, first + count) of a training loop, written as a table to
+// `path` (temp file and rename) when `write`; does nothing when path is empty.
+class StepSpanProfile {
+ public:
+  StepSpanProfile(std::string path, int64_t first, int64_t count, bool write);
+  void before_step(int64_t step);  // starts at step `first`
+  void after_step(int64_t step);   // stops after step first + count - 1 and writes
+
+ private:
+  std::string path_;
+  int64_t first_, count_;
+  bool write_;
+  OpProfile profile_;
+  double started_ = 0;  // steady-clock seconds at start()
+};
+
+}  // namespace zoff::train

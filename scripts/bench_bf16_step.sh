@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The bf16 training step against PyTorch's: zoff train (the C++ gpt, bf16, ZeRO stage 2,
+# 2 ranks) beside the same GPT in Python (examples/python/gpt.py) under
+# DistributedDataParallel + torch.autocast("cpu", bfloat16) on gloo, alternating ROUNDS times
+# in one run, same shapes (global batch 16 windows of the preset's context). Prints each
+# round, the median tokens/s of each, their ratio, and (PROFILE=1) a per-op profile of each
+# side to $OUT/{zoff,ddp}_profile.txt.
+# Env: ZOFF_BUILD_DIR (build), PRESET (small), STEPS (30), ROUNDS (2), PROFILE (0),
+#      OUT (runs/bench_bf16_step), CONFIG (examples/configs/gpt_${PRESET}_bf16_stage2.json).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${ZOFF_BUILD_DIR:-build}"
+ZOFF="$BUILD_DIR/zoff"
+PY=/usr/bin/python3  # Debian's, the one with torch (PATH may hold another)
+PRESET="${PRESET:-small}"
+STEPS="${STEPS:-30}"
+ROUNDS="${ROUNDS:-2}"
+OUT="${OUT:-runs/bench_bf16_step}"
+CONFIG="${CONFIG:-examples/configs/gpt_${PRESET}_bf16_stage2.json}"
+WARMUP=5
+mkdir -p "$OUT"
+BATCH=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["train_batch_size"])' "$CONFIG")
+
+zoff_round() {  # $1: round; prints one JSON line
+  local prof=()
+  [[ "${PROFILE:-0}" == 1 && "$1" == 1 ]] && prof=(--profile "$OUT/zoff_profile.txt" --profile-steps 5)
+  local cmd=("$ZOFF" launch -n 2 -- "$ZOFF" train --model gpt --preset "$PRESET" --seed 1
+             --config "$CONFIG" --steps "$STEPS" --no-eval --log "$OUT/zoff_$1.jsonl" "${prof[@]}")
+  echo "+ ${cmd[*]}" >&2
+  "${cmd[@]}" > "$OUT/zoff_$1.out" 2>&1 || { cat "$OUT/zoff_$1.out" >&2; exit 1; }
+  "$PY" - "$OUT/zoff_$1.jsonl" "$WARMUP" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"event"' not in l]
+tps = statistics.median(r["tokens_per_s"] for r in rows[int(sys.argv[2]):])
+print(json.dumps({"mode": "zoff", "tokens_per_s": tps, "steps": len(rows)}))
+PY
+}
+
+ddp_round() {  # $1: round; prints one JSON line
+  local prof=()
+  [[ "${PROFILE:-0}" == 1 && "$1" == 1 ]] && prof=(--profile "$OUT/ddp_profile.txt" --profile-steps 5)
+  local cmd=("$ZOFF" launch -n 2 -- "$PY" scripts/bench_python.py --mode ddp --preset "$PRESET"
+             --steps "$STEPS" --warmup "$WARMUP" --batch "$BATCH" "${prof[@]}")
+  echo "+ ${cmd[*]}" >&2
+  "${cmd[@]}" > "$OUT/ddp_$1.out" 2>&1 || { cat "$OUT/ddp_$1.out" >&2; exit 1; }
+  sed -n 's/^\[rank 0\] //p' "$OUT/ddp_$1.out" | grep '^{'
+}
+
+results=()
+for round in $(seq "$ROUNDS"); do
+  for mode in zoff ddp; do
+    line=$("${mode}_round" "$round")
+    echo "round $round: $line"
+    results+=("$line")
+  done
+done
+printf '%s\n' "${results[@]}" | "$PY" -c '
+import json, statistics, sys
+rows = [json.loads(l) for l in sys.stdin]
+z, d = (statistics.median(r["tokens_per_s"] for r in rows if r["mode"] == m) for m in ("zoff", "ddp"))
+print(f"tokens/s (median of rounds): zoff {z:,.0f}, ddp+autocast {d:,.0f}; ratio zoff/ddp = {z / d:.3f}")'
+if [[ "${PROFILE:-0}" == 1 ]]; then
+  echo "profiles (round 1): $OUT/zoff_profile.txt $OUT/ddp_profile.txt"
+fi

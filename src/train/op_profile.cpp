@@ -1,0 +1,125 @@
+// OpProfile: LibTorch's legacy (CPU) autograd profiler, folded into per-op self/total time.
+#include "zoff/train/op_profile.h"
+
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "zoff/checkpoint/atomic_file.h"
+#include "zoff/core/error.h"
+
+namespace zoff::train {
+namespace {
+
+namespace prof = torch::autograd::profiler;
+
+// An op whose end has not been seen yet, with the time its callees took.
+struct Open {
+  const prof::LegacyEvent* push;
+  double child_us = 0;
+};
+
+// Folds one thread's push/pop events (properly nested on a thread) into `by_name`.
+void fold_thread(const std::vector<prof::LegacyEvent>& events,
+                 std::map<std::string, OpTime>* by_name) {
+  std::vector<Open> open;
+  std::map<std::string, int> depth;  // open calls per name: a recursive call is not re-added
+  for (const auto& e : events) {
+    if (e.kind() == prof::EventKind::PushRange) {
+      open.push_back({&e});
+      ++depth[e.name()];
+    } else if (e.kind() == prof::EventKind::PopRange && !open.empty()) {
+      const Open o = open.back();
+      open.pop_back();
+      const double us = o.push->cpuElapsedUs(e);
+      OpTime& t = (*by_name)[o.push->name()];
+      t.name = o.push->name();
+      ++t.calls;
+      t.self_us += us - o.child_us;
+      if (--depth[t.name] == 0) t.total_us += us;
+      if (!open.empty()) open.back().child_us += us;
+    }
+  }
+}
+
+}  // namespace
+
+OpProfile::~OpProfile() {
+  if (running_) prof::disableProfilerLegacy();
+}
+
+void OpProfile::start() {
+  ZOFF_CHECK(!running_, "OpProfile::start: already running");
+  prof::enableProfilerLegacy(
+      torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+  running_ = true;
+}
+
+void OpProfile::stop(int64_t steps, double wall_seconds) {
+  ZOFF_CHECK(running_, "OpProfile::stop: not running");
+  const auto threads = prof::disableProfilerLegacy();
+  running_ = false;
+  steps_ = std::max<int64_t>(steps, 1);
+  wall_seconds_ = wall_seconds;
+  std::map<std::string, OpTime> by_name;
+  for (const auto& events : threads) fold_thread(events, &by_name);
+  ops_.clear();
+  for (auto& [name, t] : by_name) ops_.push_back(std::move(t));
+  std::sort(ops_.begin(), ops_.end(),
+            [](const OpTime& a, const OpTime& b) { return a.self_us > b.self_us; });
+}
+
+std::string OpProfile::table(size_t top) const {
+  const double step_ms = wall_seconds_ * 1e3 / static_cast<double>(steps_);
+  std::ostringstream os;
+  char line[256];
+  std::snprintf(line, sizeof line, "%lld steps, %.1f ms per step (wall)\n",
+                static_cast<long long>(steps_), step_ms);
+  os << line;
+  std::snprintf(line, sizeof line, "%-44s %8s %12s %7s %13s\n", "op", "calls", "self ms/step",
+                "% step", "total ms/step");
+  os << line;
+  double listed_ms = 0;
+  for (size_t i = 0; i < std::min(top, ops_.size()); ++i) {
+    const OpTime& t = ops_[i];
+    const double self_ms = t.self_us / 1e3 / static_cast<double>(steps_);
+    listed_ms += self_ms;
+    std::snprintf(line, sizeof line, "%-44.44s %8.1f %12.2f %6.1f%% %13.2f\n", t.name.c_str(),
+                  static_cast<double>(t.calls) / static_cast<double>(steps_), self_ms,
+                  100.0 * self_ms / step_ms, t.total_us / 1e3 / static_cast<double>(steps_));
+    os << line;
+  }
+  std::snprintf(line, sizeof line, "%-44s %8s %12.2f %6.1f%%\n", "(not in the ops above)", "",
+                step_ms - listed_ms, 100.0 * (step_ms - listed_ms) / step_ms);
+  os << line;
+  return os.str();
+}
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+// Ops listed in the --profile table.
+constexpr size_t kProfileTableRows = 40;
+}  // namespace
+
+StepSpanProfile::StepSpanProfile(std::string path, int64_t first, int64_t count, bool write)
+    : path_(std::move(path)), first_(first), count_(count), write_(write) {}
+
+void StepSpanProfile::before_step(int64_t step) {
+  if (path_.empty() || step != first_) return;
+  started_ = now_seconds();
+  profile_.start();
+}
+
+void StepSpanProfile::after_step(int64_t step) {
+  if (path_.empty() || step != first_ + count_ - 1) return;
+  profile_.stop(count_, now_seconds() - started_);
+  if (write_) checkpoint::write_file_atomically(path_, profile_.table(kProfileTableRows));
+}
+
+}  // namespace zoff::train
