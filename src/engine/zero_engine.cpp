@@ -88,9 +88,11 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
   replicated_->broadcast_from_rank0();
   setup_reducer();
   if (!tiered_) {
-    optimizer_ =
-        optim::make_shard_optimizer(config_.optimizer, static_cast<size_t>(master_.numel()),
-                                    options_.optimizer_backend, options_.optimizer_threads);
+    // Stage 0's whole-buffer int8 states restart their blocks at every rank's shard: each
+    // rank's slice is then self-contained, checkpointed like a stage-1 rank's own states.
+    optimizer_ = optim::make_shard_optimizer(
+        config_.optimizer, static_cast<size_t>(master_.numel()), options_.optimizer_backend,
+        options_.optimizer_threads, static_cast<size_t>(shard_.size));
   }
   if (config_.fp16.enabled) scaler_ = std::make_unique<LossScaler>(config_.fp16);
   setup_delayed_update();

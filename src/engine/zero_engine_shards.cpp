@@ -45,17 +45,54 @@ std::string section_dtype(optim::StateDtype dtype, const std::string& name) {
 
 // The sections of one stored optimizer state over `numel` elements from element `offset`
 // (stage 0 narrows the whole-buffer state to this rank's shard): fp32 floats, bf16 bits,
-// or int8 codes (signed for exp_avg, unsigned for exp_avg_sq) followed by their scales.
+// or int8 codes (signed for exp_avg, unsigned for exp_avg_sq) followed by their scales. An
+// int8 section must be one whole segment of the state's block grid (stage 0's optimizer
+// restarts it at every rank's shard), so its codes and scales stand alone.
 void add_stored_sections(const std::string& name, const optim::StoredState& st, int64_t offset,
                          int64_t numel, std::vector<StateSection>* out) {
   const std::string dtype = section_dtype(st.dtype, name);
   const size_t elem = section_element_bytes(dtype);
-  ZOFF_CHECK(st.dtype != optim::StateDtype::kInt8 || offset == 0, "int8 state ", name,
-             ": a section must start at block 0");
   out->push_back(memory_section(name, dtype, numel, static_cast<char*>(st.data) + offset * elem));
-  if (st.dtype == optim::StateDtype::kInt8) {
-    out->push_back(
-        memory_section(name + ".scales", "F32", static_cast<int64_t>(st.num_scales), st.scales));
+  if (st.dtype != optim::StateDtype::kInt8) return;
+  const auto segment = static_cast<int64_t>(st.segment_numel);
+  ZOFF_CHECK(segment > 0 && offset % segment == 0 && numel <= segment, "int8 state ", name,
+             ": elements [", offset, ", ", offset + numel, ") are not one segment of ", segment);
+  const size_t first = static_cast<size_t>(offset / segment) * optim::state_blocks(segment);
+  const size_t blocks = optim::state_blocks(static_cast<size_t>(numel));
+  ZOFF_CHECK(first + blocks <= st.num_scales, "int8 state ", name, ": scales ", first, " + ",
+             blocks, " past its ", st.num_scales);
+  out->push_back(
+      memory_section(name + ".scales", "F32", static_cast<int64_t>(blocks), st.scales + first));
+}
+
+// Stage 0 with several ranks, after each rank loaded its own shard of a whole-buffer
+// state: every rank's piece ([rank * n, + n) of n = size() equal pieces) to every rank.
+// Any dtype: the bytes move as they are.
+void gather_pieces(dist::Comm& comm, void* data, int64_t piece_numel, torch::ScalarType dtype) {
+  const int64_t world = comm.size();
+  auto whole = torch::from_blob(data, {world * piece_numel}, dtype);
+  auto mine = whole.narrow(0, comm.rank() * piece_numel, piece_numel).clone();
+  comm.all_gather(mine, whole)->wait();
+}
+
+// The same for one stored optimizer state, whose segments are the ranks' shards.
+void gather_stored(dist::Comm& comm, const optim::StoredState& st, int64_t shard_numel) {
+  switch (st.dtype) {
+    case optim::StateDtype::kFp32:
+      gather_pieces(comm, st.data, shard_numel, torch::kFloat32);
+      return;
+    case optim::StateDtype::kBf16:
+      gather_pieces(comm, st.data, shard_numel, torch::kInt16);
+      return;
+    case optim::StateDtype::kInt8:
+      ZOFF_CHECK(st.segment_numel == static_cast<size_t>(shard_numel),
+                 "int8 state: block segments of ", st.segment_numel, " elements, not the shard's ",
+                 shard_numel);
+      gather_pieces(comm, st.data, shard_numel, torch::kUInt8);
+      gather_pieces(comm, st.scales,
+                    static_cast<int64_t>(optim::state_blocks(static_cast<size_t>(shard_numel))),
+                    torch::kFloat32);
+      return;
   }
 }
 
@@ -103,12 +140,8 @@ std::vector<StateSection> ZeroEngine::state_sections() {
   std::vector<StateSection> out;
   if (!tiered_) {
     out.push_back(tensor_section("master", master_shard()));
-    const bool whole = stage_ == 0;  // stage 0's optimizer holds the whole buffer
-    ZOFF_CHECK_ARG(config_.optimizer.state_dtype == "fp32" || !whole || comm_->size() == 1,
-                   "checkpoints of ", config_.optimizer.state_dtype,
-                   " optimizer states at zero_optimization.stage 0 with ", comm_->size(),
-                   " ranks are not supported (use stage >= 1)");
-    const int64_t offset = whole ? shard_.offset : 0;
+    // Stage 0's optimizer holds the whole buffer, its int8 blocks segmented by shard.
+    const int64_t offset = stage_ == 0 ? shard_.offset : 0;
     for (auto& [name, st] : optimizer_->stored_state_buffers()) {
       add_stored_sections(name, st, offset, shard_.size, &out);
     }
@@ -173,15 +206,10 @@ void ZeroEngine::restore_from_shards(int64_t step, int64_t applied_steps) {
   torch::NoGradGuard no_grad;
   if (stage_ == 0 && comm_->size() > 1) {
     // Every rank of stage 0 holds the whole master and optimizer state: gather them.
-    auto gather = [&](torch::Tensor whole) {
-      auto mine = whole.narrow(0, shard_.offset, shard_.size).clone();
-      comm_->all_gather(mine, whole)->wait();
-    };
-    const int64_t numel = static_cast<int64_t>(optimizer_->numel());
-    for (auto& [name, ptr] : optimizer_->state_buffers()) {
-      gather(torch::from_blob(ptr, {numel}, torch::kFloat32));
+    for (auto& [name, st] : optimizer_->stored_state_buffers()) {
+      gather_stored(*comm_, st, shard_.size);
     }
-    gather(master_);
+    gather_pieces(*comm_, master_.data_ptr<float>(), shard_.size, torch::kFloat32);
   }
   rebuild_compute_from_master();
   publish_params();

@@ -1,5 +1,7 @@
 // The fused backend of ShardOptimizer: a SpanOptimizer over the whole shard and the state it owns.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "shard_optimizer_backends.h"
 #include "zoff/core/error.h"
@@ -17,6 +19,13 @@ size_t data_bytes(StateDtype dtype, size_t n) {
                                       : n;
 }
 
+// Int8 blocks of n elements whose grid starts again every `segment` elements (0 only for
+// an empty shard).
+size_t segmented_blocks(size_t n, size_t segment) {
+  if (segment == 0) return 0;
+  return n / segment * state_blocks(segment) + state_blocks(n % segment);
+}
+
 // One state as stored. bf16 and int8 data live in float-typed storage for its alignment
 // (64 bytes, 2 MiB and huge pages when large); they are only ever read as their own type.
 struct OwnedState {
@@ -26,10 +35,14 @@ struct OwnedState {
 
 class FusedShardOptimizer final : public ShardOptimizer {
  public:
-  FusedShardOptimizer(const OptimizerOptions& options, size_t numel, int threads)
-      : numel_(numel), span_(options, threads), dtype_(span_.state_dtype()) {
+  FusedShardOptimizer(const OptimizerOptions& options, size_t numel, int threads,
+                      size_t segment_numel)
+      : numel_(numel),
+        segment_(segment_numel == 0 || segment_numel > numel ? numel : segment_numel),
+        span_(options, threads),
+        dtype_(span_.state_dtype()) {
     const size_t floats = (data_bytes(dtype_, numel_) + sizeof(float) - 1) / sizeof(float);
-    const size_t blocks = dtype_ == StateDtype::kInt8 ? state_blocks(numel_) : 0;
+    const size_t blocks = dtype_ == StateDtype::kInt8 ? segmented_blocks(numel_, segment_) : 0;
     for (const auto& spec : span_.states()) {
       // Compressed states are Adam's, which start at 0: all-zero bytes in every format.
       const float initial = dtype_ == StateDtype::kFp32 ? spec.initial : 0.0f;
@@ -49,8 +62,7 @@ class FusedShardOptimizer final : public ShardOptimizer {
       if (dtype_ == StateDtype::kFp32) {
         span_.step_span(params, grads, pointers_.data(), numel_, copy_out, out16);
       } else {
-        span_.step_span(params, grads, spans_.data(), numel_, SpanPlace{0, numel_}, copy_out,
-                        out16);
+        step_segments(params, grads, copy_out, out16);
       }
     } catch (...) {
       span_.abort_step();  // the step count stays where it was
@@ -63,7 +75,10 @@ class FusedShardOptimizer final : public ShardOptimizer {
   int64_t step_count() const override { return span_.step_count(); }
 
   size_t state_bytes() const override {
-    return state_.size() * state_storage_bytes(dtype_, numel_);
+    size_t bytes = 0;
+    for (const auto& st : state_)
+      bytes += data_bytes(dtype_, numel_) + st.scales.size() * sizeof(float);
+    return bytes;
   }
 
   std::map<std::string, float*> state_buffers() override {
@@ -77,8 +92,12 @@ class FusedShardOptimizer final : public ShardOptimizer {
   std::map<std::string, StoredState> stored_state_buffers() override {
     std::map<std::string, StoredState> stored;
     for (size_t i = 0; i < state_.size(); ++i) {
-      stored[span_.states()[i].name] = {dtype_, pointers_[i], data_bytes(dtype_, numel_),
-                                        state_[i].scales.data(), state_[i].scales.size()};
+      stored[span_.states()[i].name] = {dtype_,
+                                        pointers_[i],
+                                        data_bytes(dtype_, numel_),
+                                        state_[i].scales.data(),
+                                        state_[i].scales.size(),
+                                        segment_};
     }
     return stored;
   }
@@ -93,7 +112,26 @@ class FusedShardOptimizer final : public ShardOptimizer {
   }
 
  private:
+  // Compressed states: one span per segment, each placed as a shard of its own so that its
+  // int8 blocks start at its first element (bf16, elementwise, does not care).
+  void step_segments(float* params, const float* grads, CopyOut copy_out, uint16_t* out16) {
+    const size_t elem = dtype_ == StateDtype::kBf16 ? sizeof(uint16_t) : 1;
+    std::vector<StateSpan> at(spans_.size());
+    size_t first_scale = 0;
+    for (size_t b = 0; b < numel_; b += segment_) {
+      const size_t n = std::min(segment_, numel_ - b);
+      for (size_t i = 0; i < spans_.size(); ++i) {
+        at[i].data = static_cast<char*>(spans_[i].data) + b * elem;
+        at[i].scales = dtype_ == StateDtype::kInt8 ? spans_[i].scales + first_scale : nullptr;
+      }
+      span_.step_span(params + b, grads + b, at.data(), n, SpanPlace{0, n}, copy_out,
+                      copy_out == CopyOut::kNone ? nullptr : out16 + b);
+      first_scale += state_blocks(n);
+    }
+  }
+
   size_t numel_;
+  size_t segment_;  // int8 block grid restarts every segment_ elements (numel_: once)
   SpanOptimizer span_;
   StateDtype dtype_;
   std::vector<OwnedState> state_;  // in span_.states() order
@@ -104,8 +142,9 @@ class FusedShardOptimizer final : public ShardOptimizer {
 }  // namespace
 
 std::unique_ptr<ShardOptimizer> make_fused_shard_optimizer(const OptimizerOptions& options,
-                                                           size_t numel, int threads) {
-  return std::make_unique<FusedShardOptimizer>(options, numel, threads);
+                                                           size_t numel, int threads,
+                                                           size_t segment_numel) {
+  return std::make_unique<FusedShardOptimizer>(options, numel, threads, segment_numel);
 }
 
 }  // namespace zoff::optim::detail

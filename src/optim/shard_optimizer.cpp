@@ -82,7 +82,8 @@ std::map<std::string, StoredState> ShardOptimizer::stored_state_buffers() {
 }
 
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& options, size_t numel,
-                                                     OptimizerBackend backend, int threads) {
+                                                     OptimizerBackend backend, int threads,
+                                                     size_t segment_numel) {
   detail::validate_options(options);
   ZOFF_CHECK_ARG(threads >= 1, "optimizer: threads = ", threads, ": must be >= 1");
   if (backend == OptimizerBackend::kTorch) {
@@ -90,7 +91,7 @@ std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& opt
                    "' needs the fused backend (the torch backend keeps LibTorch's fp32 states)");
     return detail::make_torch_shard_optimizer(options, numel, threads);
   }
-  return detail::make_fused_shard_optimizer(options, numel, threads);
+  return detail::make_fused_shard_optimizer(options, numel, threads, segment_numel);
 }
 
 }  // namespace zoff::optim

@@ -22,7 +22,8 @@ void check_step_arguments(const float* params, const float* grads, double lr, Co
 constexpr int64_t kMaxStepCount = int64_t{1} << 53;
 
 std::unique_ptr<ShardOptimizer> make_fused_shard_optimizer(const OptimizerOptions& options,
-                                                           size_t numel, int threads);
+                                                           size_t numel, int threads,
+                                                           size_t segment_numel);
 std::unique_ptr<ShardOptimizer> make_torch_shard_optimizer(const OptimizerOptions& options,
                                                            size_t numel, int threads);
 

@@ -83,6 +83,7 @@ struct Segment {
   std::string save_root;  // save into this root after step save_at, when not empty
   int64_t save_at;
   uint64_t model_seed = kSeed;  // initial weights (overwritten by a resume)
+  int64_t model_hidden = 13;    // TinyMlp's hidden width
 };
 
 struct Run {
@@ -94,7 +95,9 @@ struct Run {
 // One training segment on `world` ranks (threads), as in the engine tests.
 inline Run train_segment(const config::Config& cfg, int world, const Segment& seg) {
   std::vector<TinyMlp> models;
-  for (int r = 0; r < world; ++r) models.push_back(engine::testing::make_model(seg.model_seed));
+  for (int r = 0; r < world; ++r) {
+    models.push_back(engine::testing::make_model(seg.model_seed, false, seg.model_hidden));
+  }
   std::vector<std::vector<double>> losses(static_cast<size_t>(world));
   std::vector<torch::Tensor> params(static_cast<size_t>(world));
   engine::testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {

@@ -21,11 +21,13 @@ constexpr double kLossRelTol = 1e-5;
 constexpr double kParamRelTol = 1e-5;
 
 // Three units (fc1, fc2, fc3), marked for stage 3 with zoff::unit_forward, unless `plain`
-// (then stage 3 keeps every unit whole: correct, no parameter memory saved).
+// (then stage 3 keeps every unit whole: correct, no parameter memory saved). `hidden`
+// widens fc1's output (247 parameters at 13; wider when a test needs shards of several
+// int8 blocks).
 struct TinyMlpImpl : torch::nn::Module {
-  explicit TinyMlpImpl(bool plain = false) : plain_(plain) {
-    fc1 = register_module("fc1", torch::nn::Linear(8, 13));
-    fc2 = register_module("fc2", torch::nn::Linear(13, 7));
+  explicit TinyMlpImpl(bool plain = false, int64_t hidden = 13) : plain_(plain) {
+    fc1 = register_module("fc1", torch::nn::Linear(8, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, 7));
     fc3 = register_module("fc3", torch::nn::Linear(7, 4));
   }
   torch::Tensor forward(torch::Tensor x) {
@@ -39,9 +41,9 @@ struct TinyMlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(TinyMlp);
 
-inline TinyMlp make_model(uint64_t seed, bool plain = false) {
+inline TinyMlp make_model(uint64_t seed, bool plain = false, int64_t hidden = 13) {
   torch::manual_seed(seed);
-  return TinyMlp(plain);
+  return TinyMlp(plain, hidden);
 }
 
 // Global batch of `global` samples for `step`, the same whatever the world size.

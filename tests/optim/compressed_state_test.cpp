@@ -1,6 +1,7 @@
 // ShardOptimizer and SpanOptimizer with bf16 / int8 states: bytes, resume, spans, bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -146,6 +147,47 @@ TEST(CompressedStates, SpansCutOnBlocksEqualTheWholeShard) {
     span.end_step();
   }
   EXPECT_EQ(0, std::memcmp(p.data(), whole.data(), n * sizeof(float)));
+}
+
+// An optimizer whose int8 block grid restarts every `segment` elements (stage 0's whole
+// buffer cut at the ranks' shards) holds, segment by segment, exactly the codes and scales
+// of separate optimizers over each segment, and updates the parameters the same way. The
+// segments here span several blocks and are not block multiples; the last is shorter.
+TEST(CompressedStates, SegmentedGridEqualsOneOptimizerPerSegment) {
+  const size_t segment = 2 * kStateBlock + 333;
+  const size_t n = 3 * segment - 1000;
+  const auto p0 = randn(n, 34);
+  const auto grads = make_grads(n, 3);
+  for (const char* dtype : {"bf16", "int8"}) {
+    SCOPED_TRACE(dtype);
+    const auto o = options_with(dtype);
+    auto whole = p0;
+    auto segmented = make_shard_optimizer(o, n, OptimizerBackend::kFused, 2, segment);
+    run(*segmented, whole.data(), grads, 1, 3);
+    const auto stored = segmented->stored_state_buffers();
+    size_t first_scale = 0;
+    for (size_t b = 0; b < n; b += segment) {
+      const size_t len = std::min(segment, n - b);
+      auto p = std::vector<float>(p0.begin() + b, p0.begin() + b + len);
+      std::vector<std::vector<float>> g;
+      for (const auto& step : grads) g.emplace_back(step.begin() + b, step.begin() + b + len);
+      auto alone = make_shard_optimizer(o, len, OptimizerBackend::kFused, 1);
+      run(*alone, p.data(), g, 1, 3);
+      EXPECT_EQ(0, std::memcmp(p.data(), whole.data() + b, len * sizeof(float))) << b;
+      const size_t elem = std::string(dtype) == "bf16" ? 2 : 1;
+      for (auto& [name, st] : alone->stored_state_buffers()) {
+        const auto& big = stored.at(name);
+        EXPECT_EQ(big.segment_numel, segment);
+        EXPECT_EQ(0, std::memcmp(st.data, static_cast<char*>(big.data) + b * elem, st.bytes));
+        if (st.num_scales == 0) continue;
+        EXPECT_EQ(0,
+                  std::memcmp(st.scales, big.scales + first_scale, st.num_scales * sizeof(float)));
+      }
+      first_scale += state_blocks(len);
+    }
+    const size_t scales = std::string(dtype) == "int8" ? first_scale : 0;
+    EXPECT_EQ(stored.at("exp_avg").num_scales, scales);
+  }
 }
 
 // Each bad input is a one-line zoff::UsageError that names the bad value.

@@ -155,8 +155,8 @@ class ZeroEngine {
   // stage. Call synchronize() first when delayed parameter update is on.
   // Every section, master first then the optimizer's states as stored (state_dtype: fp32,
   // bf16 bits, int8 codes each followed by its scales), wherever they live (host memory or
-  // the NVMe tier): what checkpoints stream. Compressed states at stage 0 with more than one
-  // rank throw zoff::UsageError (the whole-buffer states' int8 blocks do not follow shards).
+  // the NVMe tier): what checkpoints stream. At stage 0 they are this rank's slice of the
+  // whole-buffer states (int8: its codes and its own scales, the blocks restarting there).
   std::vector<StateSection> state_sections();
   // In-memory only (not with offload_optimizer.device = nvme, which throws):
   // The fp32 values of this rank's parameters (the master copy when one exists).

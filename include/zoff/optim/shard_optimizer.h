@@ -36,7 +36,9 @@ struct OptimizerOptions {
 // One named state as stored, for checkpoints and tiers: `bytes` bytes at `data` (fp32: the
 // floats; bf16: bf16 bit patterns, uint16 per element; int8: one code per element, int8_t
 // for exp_avg and uint8_t for exp_avg_sq) and, for int8 only, `num_scales` fp32 block
-// absmax scales (state_blocks(numel), one per kStateBlock elements from element 0).
+// absmax scales, one per kStateBlock elements, the grid starting again at every segment
+// (segment_numel elements each, the last one maybe shorter; 0: one segment, the whole
+// span): segment k's scales follow segment k - 1's, state_blocks(segment_numel) each.
 // Saving data and scales and copying them back restores the state exactly.
 struct StoredState {
   StateDtype dtype = StateDtype::kFp32;
@@ -44,6 +46,7 @@ struct StoredState {
   size_t bytes = 0;
   float* scales = nullptr;
   size_t num_scales = 0;
+  size_t segment_numel = 0;
 };
 
 // One optimizer over one flat fp32 span of `numel` parameters (a rank's shard). It owns
@@ -78,7 +81,12 @@ enum class OptimizerBackend { kFused, kTorch };
 
 // Creates the optimizer for `numel` parameters. Throws zoff::UsageError on an unknown
 // type or a bad hyper-parameter (naming it), or compressed states with the torch backend.
+// `segment_numel` (int8 states; 0: numel) restarts the int8 block grid every segment_numel
+// elements, so that each segment's codes and scales stand alone: stage 0 keeps every rank's
+// shard of the whole-buffer state that way, as the rank's own optimizer would at stage 1.
+// The update does not depend on it otherwise (other dtypes are elementwise).
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& options, size_t numel,
-                                                     OptimizerBackend backend, int threads);
+                                                     OptimizerBackend backend, int threads,
+                                                     size_t segment_numel = 0);
 
 }  // namespace zoff::optim
