@@ -25,13 +25,6 @@ class LayerNorm(nn.LayerNorm):
                             self.bias.float(), self.eps).to(x.dtype)
 
 
-def softmax_last(x):
-    """Softmax over the last dimension in fp32, rounded back to x's dtype."""
-    if x.dtype == torch.float32:
-        return torch.softmax(x, -1)
-    return torch.softmax(x, -1, dtype=torch.float32).to(x.dtype)
-
-
 class CausalSelfAttention(nn.Module):
     def __init__(self, n_embd, n_head):
         super().__init__()
@@ -45,7 +38,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
         att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        att = softmax_last(att.masked_fill(future, float("-inf")))
+        att = torch.softmax(att.masked_fill(future, float("-inf")), -1)
         y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
         return self.proj(y)
 

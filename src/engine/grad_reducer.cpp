@@ -138,7 +138,7 @@ torch::Tensor GradReducer::acquire_staging() {
   staging_allocated_ += static_cast<size_t>(max_bucket_);
   return torch::empty(
       {max_bucket_},
-      torch::TensorOptions().dtype(torch::kFloat32).device(params_.front().device()));
+      torch::TensorOptions().dtype(staging_dtype()).device(params_.front().device()));
 }
 
 void GradReducer::on_grad_ready(size_t slot) {
@@ -190,6 +190,10 @@ void GradReducer::stage_grad(size_t slot, const torch::Tensor& grad) {
     full_grads_->view(slot).view({-1}).add_(flat);
     return;
   }
+  // A gradient of another dtype would be rounded into a 16-bit staging buffer.
+  ZOFF_CHECK(grad.scalar_type() == staging_dtype() || staging_dtype() == torch::kFloat32,
+             "parameter ", info.name, " has a ", grad.scalar_type(), " gradient; the engine's ",
+             staging_dtype(), " gradient staging expects its compute dtype");
   const size_t b = unit_bucket_[layout_.unit_of_slot(slot)];
   const auto& bucket = buckets_[b];
   if (!bucket_staging_[b].defined()) {
@@ -246,7 +250,9 @@ void GradReducer::launch(size_t b) {
     pending->staging = bucket_staging_[b];
     bucket_staging_[b] = torch::Tensor();
   }
-  pending->recv = torch::empty({bucket.shard_size}, pending->staging.options());
+  // The sum is fp32 whatever the staging dtype (the Comm accumulates 16-bit input in fp32).
+  pending->recv =
+      torch::empty({bucket.shard_size}, pending->staging.options().dtype(torch::kFloat32));
   pending->work =
       comm_->reduce_scatter_sum(pending->staging.narrow(0, 0, bucket.size), pending->recv);
   in_flight_.push_back(std::move(pending));
@@ -327,6 +333,14 @@ size_t GradReducer::shard_grad_bytes() const {
   return reduced_owned_ ? static_cast<size_t>(reduced_.numel()) * sizeof(float) : 0;
 }
 
-size_t GradReducer::buffer_bytes() const { return staging_allocated_ * sizeof(float); }
+size_t GradReducer::buffer_bytes() const {
+  return staging_allocated_ * c10::elementSize(staging_dtype());
+}
+
+torch::ScalarType GradReducer::staging_dtype() const {
+  // Stage 1's staging is permuted from the fp32 full-gradient buffer.
+  return options_.mode == GradMode::kReduceScatterEveryMicroBatch ? options_.staging_dtype
+                                                                  : torch::kFloat32;
+}
 
 }  // namespace zoff::engine

@@ -377,6 +377,7 @@ void ZeroEngine::setup_reducer() {
   ro.overlap = config_.zero.overlap_comm;
   ro.shard_device = offload_device_;
   ro.pin_memory = config_.zero.offload_optimizer.pin_memory;
+  ro.staging_dtype = compute_dtype_;
   if (gatherer_) {
     UnitGatherer* g = gatherer_.get();
     ro.on_unit_done = [g](size_t u) { g->unit_backward_done(u); };
@@ -463,12 +464,29 @@ bool ZeroEngine::skip_overflowed_step(const torch::Tensor& grads, StepStats* sta
   return true;
 }
 
+namespace {
+// Elements whose squares are summed at a time by sum_of_squares (256 KiB of fp32).
+constexpr int64_t kSquaresChunk = int64_t{1} << 16;
+
+// The sum of the squares of a flat fp32 tensor, chunk by chunk, accumulated in fp64. Squaring
+// the whole shard at once would allocate a shard-sized temporary every step: fresh pages
+// from the kernel, 18 ms of page faults per step for gpt small's 5.4M-element shard.
+double sum_of_squares(const torch::Tensor& grads) {
+  double total = 0;
+  const int64_t n = grads.numel();
+  for (int64_t at = 0; at < n; at += kSquaresChunk) {
+    total += grads.narrow(0, at, std::min(kSquaresChunk, n - at)).square().sum().item<double>();
+  }
+  return total;
+}
+}  // namespace
+
 void ZeroEngine::clip_and_measure(const torch::Tensor& grads, StepStats* stats) {
   // Global gradient norm: the shards are disjoint, so the squares add up across ranks.
   // Gradients in the tier: summed bucket by bucket as they were written (the same value
   // up to float rounding of the sum's order).
-  auto sq = grads_in_tier_ ? torch::tensor({grad_squares_}, torch::kFloat64)
-                           : grads.square().sum(0, /*keepdim=*/true).to(torch::kFloat64);
+  auto sq =
+      torch::tensor({grads_in_tier_ ? grad_squares_ : sum_of_squares(grads)}, torch::kFloat64);
   if (stage_ > 0 && comm_->size() > 1) comm_->all_reduce_sum(sq)->wait();
   stats->grad_norm = std::sqrt(sq.item<double>());
   if (config_.gradient_clipping > 0.0) {

@@ -126,10 +126,13 @@ void unit_buffers(const config::Config& c, const Shape& s, RunPlan& p) {
           "offload_param.max_in_cpu, compute dtype");
     }
   }
-  // Autograd's gradient of a unit (compute dtype) and the fp32 bucket it is staged in.
+  // Autograd's gradient of a unit and the bucket it is staged in, both in the compute dtype
+  // (the reduce-scatter sends gradients as they are and sums them in fp32).
   const int64_t bucket = std::max(std::min(c.zero.reduce_bucket_size, s.params), unit);
   add(p.host, "unit gradients", unit * s.compute, "autograd's, before staging");
-  if (c.zero.stage >= 2) add(p.host, "reduce staging", bucket * 4, "one fp32 bucket");
+  if (c.zero.stage >= 2) {
+    add(p.host, "reduce staging", bucket * s.compute, "one bucket, compute dtype");
+  }
 }
 
 void disk_files(const config::Config& c, const Shape& s, RunPlan& p) {

@@ -36,13 +36,6 @@ torch::Tensor norm(torch::nn::LayerNorm& ln, const torch::Tensor& x) {
   return wide.to(x.scalar_type());
 }
 
-// Softmax over the last dimension in fp32, rounded back to x's dtype (faster than LibTorch
-// 1.13's bf16 softmax on CPU, and exact to the rounding of the result).
-torch::Tensor softmax_last(const torch::Tensor& x) {
-  if (x.scalar_type() == torch::kFloat32) return torch::softmax(x, -1);
-  return torch::softmax(x, -1, torch::kFloat32).to(x.scalar_type());
-}
-
 torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
   // p == 0 must not touch any RNG, so skip the op entirely.
   return p > 0.0 ? torch::dropout(x, p, training) : x;
@@ -67,7 +60,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   // in the module, and T varies between training and generation.
   const torch::Tensor future =
       torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
-  att = softmax_last(att.masked_fill(future, -std::numeric_limits<double>::infinity()));
+  att = torch::softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
   att = maybe_dropout(att, dropout_, is_training());
   torch::Tensor y = torch::matmul(att, v);             // [B, nh, T, hs]
   y = y.transpose(1, 2).contiguous().view({B, T, C});  // heads side by side again

@@ -50,6 +50,12 @@ struct GradReducerOptions {
   // not add). reduced_grads() is then undefined. Called before on_shard_final, on the
   // thread that drained the bucket, one call at a time.
   std::function<void(int64_t shard_offset, const torch::Tensor& piece, bool first)> shard_sink;
+  // Stages 2, 3: the dtype of the staging buffers each micro-batch's reduce-scatter sends,
+  // the gradients' own dtype. Every element of a staging buffer holds one gradient, never a
+  // sum, so a 16-bit compute dtype travels as is (half the bytes of fp32) and the Comm
+  // widens and sums it in fp32 in rank order: the reduced shard is bitwise the one an fp32
+  // staging buffer gives.
+  torch::ScalarType staging_dtype = torch::kFloat32;
 };
 
 class GradReducer {
@@ -120,6 +126,7 @@ class GradReducer {
   std::vector<std::unique_ptr<Pending>> in_flight_;
   int64_t max_bucket_ = 0;
   size_t staging_allocated_ = 0;  // elements ever allocated for staging
+  torch::ScalarType staging_dtype() const;
   bool active_ = false;
   bool boundary_ = false;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
