@@ -9,6 +9,7 @@
 #      OUT (runs/bench_bf16_step), CONFIG (examples/configs/gpt_${PRESET}_bf16_stage2.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/zoff_vs_ddp_rounds.sh
 BUILD_DIR="${ZOFF_BUILD_DIR:-build}"
 ZOFF="$BUILD_DIR/zoff"
 PY=/usr/bin/python3  # Debian's, the one with torch (PATH may hold another)
@@ -46,19 +47,8 @@ ddp_round() {  # $1: round; prints one JSON line
   sed -n 's/^\[rank 0\] //p' "$OUT/ddp_$1.out" | grep '^{'
 }
 
-results=()
-for round in $(seq "$ROUNDS"); do
-  for mode in zoff ddp; do
-    line=$("${mode}_round" "$round")
-    echo "round $round: $line"
-    results+=("$line")
-  done
-done
-printf '%s\n' "${results[@]}" | "$PY" -c '
-import json, statistics, sys
-rows = [json.loads(l) for l in sys.stdin]
-z, d = (statistics.median(r["tokens_per_s"] for r in rows if r["mode"] == m) for m in ("zoff", "ddp"))
-print(f"tokens/s (median of rounds): zoff {z:,.0f}, ddp+autocast {d:,.0f}; ratio zoff/ddp = {z / d:.3f}")'
+one_round() { "${1}_round" "$2"; }  # mode, round
+alternate_rounds "$ROUNDS" one_round
 if [[ "${PROFILE:-0}" == 1 ]]; then
   echo "profiles (round 1): $OUT/zoff_profile.txt $OUT/ddp_profile.txt"
 fi
