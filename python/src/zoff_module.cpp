@@ -34,6 +34,7 @@ py::dict memory_dict(const engine::MemoryStats& m) {
   d["buffers"] = m.buffers();
   d["compute"] = tier_dict(m.compute);
   d["offload"] = tier_dict(m.offload);
+  d["nvme"] = tier_dict(m.nvme);  // bytes on disk, not memory (memory_stats.h)
   d["live_unit_bytes"] = m.live_unit_bytes;
   d["peak_live_bytes"] = m.peak_live_bytes;
   d["activations"] = m.activations;

@@ -109,6 +109,22 @@ def test_stage3_frees_unit_storage_between_uses_and_trains():
     assert full["blocks.0.fc.weight"].shape == (128, 32)
 
 
+def test_memory_reports_the_nvme_tier_on_disk(tmp_path):
+    cfg = tiny_gpt.config(2, offload="cpu")
+    cfg["train_batch_size"] = tiny_gpt.MICRO
+    cfg["zero_optimization"]["offload_optimizer"] = {"device": "nvme", "nvme_path": str(tmp_path)}
+    engine = zoff.initialize(model=tiny_gpt.model(), config=cfg)
+    engine.backward(micro_loss(engine))
+    engine.step()
+    m = engine.memory()
+    n = sum(p.numel() for p in tiny_gpt.model().parameters())
+    # fp32 master and AdamW's m and v on disk: at least 12 bytes per parameter (padding aside).
+    assert m["nvme"]["master"] >= 4 * n and m["nvme"]["optim"] >= 8 * n, m
+    assert m["offload"]["master"] == 0 and m["offload"]["optim"] == 0, m
+    cpu = small_engine(stage=2, offload="cpu").memory()
+    assert all(v == 0 for v in cpu["nvme"].values()), cpu
+
+
 def test_checkpoint_roundtrip_and_export(tmp_path):
     a = small_engine(stage=2, offload="cpu")
     for _ in range(2):
