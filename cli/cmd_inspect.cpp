@@ -16,10 +16,9 @@ struct InspectArgs {
   bool json = false;
 };
 
+// "[3, 4]": c10's own printing of a shape.
 std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+  return c10::str(c10::IntArrayRef(shape));
 }
 
 uint64_t total_bytes(const checkpoint::CheckpointInfo& info) {
