@@ -1,11 +1,12 @@
 """bf16 + cpu offload: the Python GPT through zoff against zoff's C++ gpt through the C++
-engine, same weights and micro-batches, stages 2 and 3.
+engine, same weights and micro-batches, stages 2 and 3: the losses and the fp32 master
+shards are bitwise equal.
 
-fp32 is bitwise equal (stage 0 checked by hand). In bf16 the first step's loss is bitwise
-equal and later ones differ by ~1e-4 relative: the Python path equals, bitwise, a
-plain-PyTorch emulation of the engine's arithmetic (bf16 grads summed in fp32, fp32 master),
-the C++ path does not; the cause is not found yet (see the issue's closing note). Until
-then this test bounds the difference instead of asserting bitwise equality."""
+The two GPTs run the same ATen ops in the same order. One detail made them differ from the
+second step on: LibTorch's C++ torch::nn::Linear adds the bias after the GEMM for 3-D
+input (a second bf16 rounding), where PyTorch's nn.Linear (ATen's linear) fuses it into
+the GEMM; with the zero biases of the first step the two agree. The C++ gpt now calls
+ATen's linear."""
 import pytest
 
 from conftest import run_ranks
@@ -17,4 +18,4 @@ def test_python_bf16_offload_equals_cpp_engine(world, tmp_path):
     for stage in "23":
         r = results[stage]
         print(f"world {world} stage {stage}: {r}")
-        assert r["max_loss_diff"] < 2e-3 * r["last_loss"], r
+        assert r["losses_equal"] and r["master_equal"], r

@@ -36,6 +36,14 @@ torch::Tensor norm(torch::nn::LayerNorm& ln, const torch::Tensor& x) {
   return wide.to(x.scalar_type());
 }
 
+// A Linear layer through ATen's linear, the op PyTorch's nn.Linear calls. LibTorch's C++
+// torch::nn::Linear (functional::linear) fuses the bias into the GEMM only for 2-D input
+// and adds it separately otherwise, a second rounding in bf16; ATen's also fuses it for
+// contiguous 3-D input. Same arithmetic as a Python GPT, and one rounding fewer.
+torch::Tensor linear(torch::nn::Linear& layer, const torch::Tensor& x) {
+  return torch::linear(x, layer->weight, layer->bias);
+}
+
 torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
   // p == 0 must not touch any RNG, so skip the op entirely.
   return p > 0.0 ? torch::dropout(x, p, training) : x;
@@ -50,8 +58,8 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config)
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head_;
-  std::vector<torch::Tensor> parts = qkv(x).split(C, /*dim=*/2);  // 3 x [B, T, C]
-  auto heads = [&](const torch::Tensor& t) {                      // [B, T, C] -> [B, nh, T, hs]
+  std::vector<torch::Tensor> parts = linear(qkv, x).split(C, /*dim=*/2);  // 3 x [B, T, C]
+  auto heads = [&](const torch::Tensor& t) {  // [B, T, C] -> [B, nh, T, hs]
     return t.view({B, T, n_head_, hs}).transpose(1, 2);
   };
   const torch::Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
@@ -64,7 +72,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   att = maybe_dropout(att, dropout_, is_training());
   torch::Tensor y = torch::matmul(att, v);             // [B, nh, T, hs]
   y = y.transpose(1, 2).contiguous().view({B, T, C});  // heads side by side again
-  return maybe_dropout(proj(y), dropout_, is_training());
+  return maybe_dropout(linear(proj, y), dropout_, is_training());
 }
 
 GptBlockImpl::GptBlockImpl(const GptConfig& config) : dropout_(config.dropout) {
@@ -77,7 +85,8 @@ GptBlockImpl::GptBlockImpl(const GptConfig& config) : dropout_(config.dropout) {
 
 torch::Tensor GptBlockImpl::forward(torch::Tensor x) {
   x = x + attn(norm(ln_1, x));
-  return x + maybe_dropout(mlp_proj(torch::gelu(fc(norm(ln_2, x)))), dropout_, is_training());
+  const torch::Tensor h = torch::gelu(linear(fc, norm(ln_2, x)));
+  return x + maybe_dropout(linear(mlp_proj, h), dropout_, is_training());
 }
 
 GptImpl::GptImpl(const GptConfig& config, GptInit init) : config_(config) {
