@@ -150,6 +150,25 @@ INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, UserModelMatchesLibTorch,
                          ::testing::Combine(::testing::Values(0, 1, 2, 3),
                                             ::testing::Values(1, 2, 3)));
 
+// Each variant's run has the losses and parameters of `want` bit for bit, on every rank
+// (and its buffers too when `buffers`).
+void expect_variants_bitwise(const std::vector<Run>& want,
+                             const std::vector<config::Config>& variants, int world,
+                             bool buffers = false) {
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const auto got = run_engine(variants[v], world);
+    for (int r = 0; r < world; ++r) {
+      const auto& a = want[static_cast<size_t>(r)];
+      const auto& b = got[static_cast<size_t>(r)];
+      EXPECT_EQ(a.losses, b.losses) << "variant " << v << " rank " << r;
+      EXPECT_TRUE(torch::equal(a.params, b.params)) << "variant " << v << " rank " << r;
+      if (buffers) {
+        EXPECT_TRUE(torch::equal(a.buffers, b.buffers)) << "variant " << v << " rank " << r;
+      }
+    }
+  }
+}
+
 // offload_optimizer.device = nvme runs the same kernels on the same values as cpu, only
 // streamed from files in sub-groups: losses, parameters and buffers are equal bit for bit.
 class UserModelNvmeOffload : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
@@ -184,16 +203,7 @@ TEST_P(UserModelNvmeOffload, IsBitwiseTheCpuOffloadRun) {
       variants.back().zero.offload_optimizer.overlap_step = overlap;
     }
   }
-  for (size_t v = 0; v < variants.size(); ++v) {
-    const auto got = run_engine(variants[v], world);
-    for (int r = 0; r < world; ++r) {
-      const auto& a = want[static_cast<size_t>(r)];
-      const auto& b = got[static_cast<size_t>(r)];
-      EXPECT_EQ(a.losses, b.losses) << "variant " << v << " rank " << r;
-      EXPECT_TRUE(torch::equal(a.params, b.params)) << "variant " << v << " rank " << r;
-      EXPECT_TRUE(torch::equal(a.buffers, b.buffers)) << "variant " << v << " rank " << r;
-    }
-  }
+  expect_variants_bitwise(want, variants, world, /*buffers=*/true);
   // The tier removed its files when the engine went away.
   EXPECT_TRUE(std::filesystem::is_empty(dir));
   std::filesystem::remove_all(dir);
@@ -202,20 +212,6 @@ TEST_P(UserModelNvmeOffload, IsBitwiseTheCpuOffloadRun) {
 INSTANTIATE_TEST_SUITE_P(StagesWorldsPrecisions, UserModelNvmeOffload,
                          ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(1, 3),
                                             ::testing::Bool()));
-
-// Each variant's run has the losses and parameters of `want` bit for bit, on every rank.
-void expect_variants_bitwise(const std::vector<Run>& want,
-                             const std::vector<config::Config>& variants, int world) {
-  for (size_t v = 0; v < variants.size(); ++v) {
-    const auto got = run_engine(variants[v], world);
-    for (int r = 0; r < world; ++r) {
-      const auto& a = want[static_cast<size_t>(r)];
-      const auto& b = got[static_cast<size_t>(r)];
-      EXPECT_EQ(a.losses, b.losses) << "variant " << v << " rank " << r;
-      EXPECT_TRUE(torch::equal(a.params, b.params)) << "variant " << v << " rank " << r;
-    }
-  }
-}
 
 // Compressed states in the nvme tier: the stored codes, bf16 bits and scales stepped sub-group
 // by sub-group with the StateSpan kernels, with the gradient shard on nvme too, equal the
