@@ -183,7 +183,7 @@ void GradReducer::on_grad_ready(size_t slot) {
 // its bucket's staging, rank-major (stages 2, 3): rank r's pieces of the bucket's units
 // are contiguous at [r * B, (r + 1) * B), B = the bucket's shard size.
 void GradReducer::stage_grad(size_t slot, const torch::Tensor& grad) {
-  RECORD_USER_SCOPE("zoff::stage_grad");  // widen to fp32 into the bucket
+  RECORD_USER_SCOPE("zoff::stage_grad");  // into the bucket (or the fp32 full gradient)
   const auto& info = layout_.slots()[slot];
   auto flat = grad.reshape({-1});
   if (options_.mode != GradMode::kReduceScatterEveryMicroBatch) {
