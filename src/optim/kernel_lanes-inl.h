@@ -35,7 +35,14 @@ HWY_INLINE void store_out16(D d, hn::Vec<D> p, uint16_t* HWY_RESTRICT out) {
     const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
     auto r = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb)));
     r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(p)), hn::Set(du, 0xFFFFu), r);
-    // r < 2^16, so the saturating i32 -> u16 demotion is exact.
+    // r < 2^16, so narrowing is exact: on AVX-512 with whole vectors one truncating store
+    // (Highway's saturating DemoteTo packs, then permutes across lanes).
+#if HWY_TARGET <= HWY_AVX3
+    if constexpr (hn::MaxLanes(D()) == 16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(r.raw));
+      return;
+    }
+#endif
     hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, out);
   } else if constexpr (kOut == CopyOut::kFp16) {
 #if HWY_TARGET == HWY_SCALAR

@@ -16,6 +16,17 @@ float round_code(float y, float max) {
   return std::nearbyint(y);  // the default rounding mode: nearest, ties to even
 }
 
+// Squares and fourth powers of the largest codes (255^4 rounds to the nearest float; both the
+// scalar and the SIMD code take the step from these functions, so they agree bit for bit).
+constexpr float kSignedCodeMax2 = kSignedCodeMax * kSignedCodeMax;
+constexpr float kUnsignedCodeMax2 = kUnsignedCodeMax * kUnsignedCodeMax;
+constexpr float kUnsignedCodeMax4 = kUnsignedCodeMax2 * kUnsignedCodeMax2;
+
+// factor when it is finite and scale is positive, else 0 (all codes 0).
+float finite_factor(float factor, float scale) {
+  return scale > 0.0f && factor < INFINITY ? factor : 0.0f;
+}
+
 }  // namespace
 
 StateDtype parse_state_dtype(const std::string& name) {
@@ -66,35 +77,36 @@ int64_t round_sub_group(int64_t requested, size_t alignment, size_t numel, size_
   return std::min(up, (static_cast<int64_t>(numel) + m - 1) / m * m);
 }
 
-float block_inv_scale(float scale) {
-  const float inv = 1.0f / scale;
-  return scale > 0.0f && inv < INFINITY ? inv : 0.0f;
+float signed_code_factor(float scale) { return finite_factor(kSignedCodeMax2 / scale, scale); }
+
+float unsigned_code_factor(float scale) {
+  return finite_factor(kUnsignedCodeMax2 / std::sqrt(scale), scale);
 }
 
-float block_inv_root_scale(float scale) {
-  const float inv = 1.0f / std::sqrt(scale);
-  return scale > 0.0f && inv < INFINITY ? inv : 0.0f;
-}
+float signed_code_step(float scale) { return scale / kSignedCodeMax2; }
 
-int8_t encode_signed(float x, float inv_scale) {
-  const float r = round_code(std::sqrt(std::fabs(x * inv_scale)) * 127.0f, 127.0f);
-  return static_cast<int8_t>(std::copysign(r, x * inv_scale));
+float unsigned_code_step(float scale) { return scale / kUnsignedCodeMax4; }
+
+int8_t encode_signed(float x, float factor) {
+  const float scaled = x * factor;
+  const float r = round_code(std::sqrt(std::fabs(scaled)), kSignedCodeMax);
+  return static_cast<int8_t>(std::copysign(r, scaled));
 }
 
 float decode_signed(int8_t q, float scale) {
-  const float r = static_cast<float>(q) * kInvSignedMax;
-  return r * std::fabs(r) * scale;
+  const auto r = static_cast<float>(q);
+  return r * std::fabs(r) * signed_code_step(scale);  // q |q| is exact (< 2^14)
 }
 
-uint8_t encode_unsigned(float x, float inv_root_scale) {
+uint8_t encode_unsigned(float x, float factor) {
   const float root = std::sqrt(x);  // the step's sqrt(v)
-  return static_cast<uint8_t>(round_code(std::sqrt(root * inv_root_scale) * 255.0f, 255.0f));
+  return static_cast<uint8_t>(round_code(std::sqrt(root * factor), kUnsignedCodeMax));
 }
 
 float decode_unsigned(uint8_t q, float scale) {
-  const float r = static_cast<float>(q) * kInvUnsignedMax;
-  const float r2 = r * r;
-  return r2 * r2 * scale;
+  const auto r = static_cast<float>(q);
+  const float r2 = r * r;  // exact (< 2^16)
+  return r2 * r2 * unsigned_code_step(scale);
 }
 
 void encode_int8_blocks(const float* x, size_t n, bool is_signed, uint8_t* codes, float* scales) {
@@ -106,10 +118,10 @@ void encode_int8_blocks(const float* x, size_t n, bool is_signed, uint8_t* codes
       absmax = absmax < a ? a : absmax;  // the fused kernel's rule: NaN never wins
     }
     scales[b] = absmax;
-    const float inv = is_signed ? block_inv_scale(absmax) : block_inv_root_scale(absmax);
+    const float factor = is_signed ? signed_code_factor(absmax) : unsigned_code_factor(absmax);
     for (size_t i = lo; i < hi; ++i) {
-      codes[i] =
-          is_signed ? static_cast<uint8_t>(encode_signed(x[i], inv)) : encode_unsigned(x[i], inv);
+      codes[i] = is_signed ? static_cast<uint8_t>(encode_signed(x[i], factor))
+                           : encode_unsigned(x[i], factor);
     }
   }
 }

@@ -193,27 +193,27 @@ TEST(CompressedAdamKernels, ZeroLengthTouchesNothing) {
 
 TEST(StateCodecs, Int8CodesRoundTripAndSaturate) {
   const float scale = 0.37f;
-  const float inv = block_inv_scale(scale);
-  const float inv_root = block_inv_root_scale(scale);
+  const float m_factor = signed_code_factor(scale);
+  const float v_factor = unsigned_code_factor(scale);
   for (int q = -127; q <= 127; ++q) {
     const auto code = static_cast<int8_t>(q);
-    ASSERT_EQ(encode_signed(decode_signed(code, scale), inv), code) << q;
+    ASSERT_EQ(encode_signed(decode_signed(code, scale), m_factor), code) << q;
   }
   for (int q = 0; q <= 255; ++q) {
     const auto code = static_cast<uint8_t>(q);
-    ASSERT_EQ(encode_unsigned(decode_unsigned(code, scale), inv_root), code) << q;
+    ASSERT_EQ(encode_unsigned(decode_unsigned(code, scale), v_factor), code) << q;
   }
-  EXPECT_EQ(encode_signed(0.0f, inv), 0);
-  EXPECT_EQ(encode_signed(-scale, inv), -127);
-  EXPECT_EQ(encode_signed(10.0f, inv), 127);  // above the block max: saturates
-  EXPECT_EQ(encode_unsigned(10.0f, inv_root), 255);
-  EXPECT_EQ(encode_unsigned(std::nanf(""), inv_root), 255);  // defined, not UB
-  EXPECT_EQ(block_inv_scale(0.0f), 0.0f);                    // an all-zero block encodes as zeros
-  EXPECT_EQ(block_inv_scale(1e-45f), 0.0f);                  // 1 / subnormal overflows
-  EXPECT_EQ(block_inv_root_scale(0.0f), 0.0f);
+  EXPECT_EQ(encode_signed(0.0f, m_factor), 0);
+  EXPECT_EQ(encode_signed(-scale, m_factor), -127);
+  EXPECT_EQ(encode_signed(10.0f, m_factor), 127);  // above the block max: saturates
+  EXPECT_EQ(encode_unsigned(10.0f, v_factor), 255);
+  EXPECT_EQ(encode_unsigned(std::nanf(""), v_factor), 255);  // defined, not UB
+  EXPECT_EQ(signed_code_factor(0.0f), 0.0f);                 // an all-zero block encodes as zeros
+  EXPECT_EQ(signed_code_factor(1e-45f), 0.0f);               // 127^2 / subnormal overflows
+  EXPECT_EQ(unsigned_code_factor(0.0f), 0.0f);
   // Small values survive where linear int8 (step scale / 127) would round them to zero.
-  EXPECT_NE(encode_signed(scale * 1e-4f, inv), 0);
-  EXPECT_NE(encode_unsigned(scale * 1e-9f, inv_root), 0);
+  EXPECT_NE(encode_signed(scale * 1e-4f, m_factor), 0);
+  EXPECT_NE(encode_unsigned(scale * 1e-9f, v_factor), 0);
 }
 
 // Relative error of decode(encode(x)) for values spread over the range the maps are for.
@@ -221,15 +221,15 @@ TEST(StateCodecs, Int8CodesRoundTripAndSaturate) {
 // factor (1 + 0.5 / y)^k, k = 2 for m (y = 127 sqrt(x / s)), 4 for v (y = 255 (x / s)^(1/4)):
 // about 1 / y and 2 / y relative.
 TEST(StateCodecs, Int8RelativeErrorBounds) {
-  const float scale = 2.0f, inv = block_inv_scale(scale);
+  const float scale = 2.0f, m_factor = signed_code_factor(scale);
   double worst_m = 0, worst_v = 0;
   for (float x = 1e-4f * scale; x <= scale; x *= 1.01f) {
     const double y_m = 127.0 * std::sqrt(x / scale);
-    const double m_err = std::fabs(decode_signed(encode_signed(-x, inv), scale) + x) / x;
+    const double m_err = std::fabs(decode_signed(encode_signed(-x, m_factor), scale) + x) / x;
     EXPECT_LE(m_err, std::pow(1.0 + 0.5 / y_m, 2) - 1.0 + 1e-6) << x;
     const double y_v = 255.0 * std::pow(x / scale, 0.25);
     const double v_err =
-        std::fabs(decode_unsigned(encode_unsigned(x, block_inv_root_scale(scale)), scale) - x) / x;
+        std::fabs(decode_unsigned(encode_unsigned(x, unsigned_code_factor(scale)), scale) - x) / x;
     EXPECT_LE(v_err, std::pow(1.0 + 0.5 / y_v, 4) - 1.0 + 1e-6) << x;
     if (x >= 0.01f * scale) {
       worst_m = std::max(worst_m, m_err);

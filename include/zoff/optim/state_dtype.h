@@ -61,29 +61,34 @@ int64_t round_sub_group(int64_t requested, size_t alignment, size_t numel, size_
 // Known limit of deterministic rounding (bf16 too): a change smaller than half a code step
 // is lost, and v with beta2 = 0.999 moves ~0.1% per step once t is large, so v tends to stay
 // put until a larger gradient arrives; stochastic rounding would remove that bias.
-// encode_signed takes inv_scale = block_inv_scale(scale). encode_unsigned takes
-// inv_root_scale = block_inv_root_scale(scale) and computes 255 sqrt(sqrt(x) inv_root_scale):
-// the step already has sqrt(v) for Adam's denominator, so encoding v costs one more square
-// root, not two.
-float block_inv_scale(float scale);       // 1 / scale, or 0 when scale is 0 or 1 / scale overflows
-float block_inv_root_scale(float scale);  // 1 / sqrt(scale), or 0 likewise
-int8_t encode_signed(float x, float inv_scale);
+// The constants fold into one factor per block, so an encoder is a multiply, a square root
+// and a rounding, and a decoder two multiplies (one per power of two) and one by the step:
+//   encode_signed(x, f)   = round(min(sqrt(|x f|), 127)) sign(x),  f = signed_code_factor(s);
+//   decode_signed(q, s)   = q |q| signed_code_step(s);
+//   encode_unsigned(x, f) = round(min(sqrt(sqrt(x) f), 255)),   f = unsigned_code_factor(s);
+//   decode_unsigned(q, s) = (q q)(q q) unsigned_code_step(s).
+// encode_unsigned takes sqrt(x) first because the step already has sqrt(v) for Adam's
+// denominator: the fused kernel encodes v with one more square root, not two.
+float signed_code_factor(float scale);    // 127^2 / scale, or 0 when scale is 0 or it overflows
+float unsigned_code_factor(float scale);  // 255^2 / sqrt(scale), or 0 likewise
+float signed_code_step(float scale);      // scale / 127^2
+float unsigned_code_step(float scale);    // scale / 255^4
+int8_t encode_signed(float x, float factor);
 float decode_signed(int8_t q, float scale);
-uint8_t encode_unsigned(float x, float inv_root_scale);
+uint8_t encode_unsigned(float x, float factor);
 float decode_unsigned(uint8_t q, float scale);
 
 // Int8-encodes n floats in blocks of kStateBlock elements from element 0, as the step does:
 // a block's scale is its largest |x| (NaN ignored), each element is encode_signed (is_signed)
-// with block_inv_scale(scale) or encode_unsigned with block_inv_root_scale(scale). codes: n bytes
-// (int8_t bits when signed); scales: state_blocks(n) floats.
+// with signed_code_factor(scale) or encode_unsigned with unsigned_code_factor(scale). codes: n
+// bytes (int8_t bits when signed); scales: state_blocks(n) floats.
 void encode_int8_blocks(const float* x, size_t n, bool is_signed, uint8_t* codes, float* scales);
 
 // bf16 bits -> float (exact).
 float bf16_to_float(uint16_t bits);
 
-// 1 / 127 and 1 / 255 as floats: the decoders multiply by them (both the SIMD and the
-// scalar code use these exact constants).
-constexpr float kInvSignedMax = 1.0f / 127.0f;
-constexpr float kInvUnsignedMax = 1.0f / 255.0f;
+// The largest codes as floats: the encoders clamp to them.
+constexpr float kSignedCodeMax = 127.0f;
+constexpr float kUnsignedCodeMax = 255.0f;
 
 }  // namespace zoff::optim
