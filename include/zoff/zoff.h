@@ -40,6 +40,7 @@
 #include "zoff/engine/loss_scaler.h"
 #include "zoff/engine/memory_stats.h"
 #include "zoff/engine/replicated_states.h"
+#include "zoff/engine/step_times.h"
 #include "zoff/engine/tiered_optimizer.h"
 #include "zoff/engine/tiered_optimizer_bench.h"
 #include "zoff/engine/unit_gatherer.h"

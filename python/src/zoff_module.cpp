@@ -49,6 +49,14 @@ py::dict step_dict(const engine::StepStats& s) {
   d["clipped"] = s.clipped;
   d["skipped"] = s.skipped;
   d["loss_scale"] = s.loss_scale;
+  py::dict t;  // milliseconds (engine/step_times.h)
+  t["backward"] = s.times.backward_ms;
+  t["backward_reduce"] = s.times.backward_reduce_ms;
+  t["step"] = s.times.step_ms;
+  t["grad_norm"] = s.times.grad_norm_ms;
+  t["optimizer"] = s.times.optimizer_ms;
+  t["allgather"] = s.times.allgather_ms;
+  d["times_ms"] = t;
   return d;
 }
 

@@ -141,3 +141,21 @@ def test_checkpoint_roundtrip_and_export(tmp_path):
     with open(tmp_path / "model.safetensors", "rb") as f:
         header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
     assert header["wte.weight"]["shape"] == [256, 32]
+
+
+def test_step_times_name_every_phase_and_parts_fit_their_whole():
+    cfg = tiny_gpt.config(2)
+    cfg["train_batch_size"] = tiny_gpt.MICRO
+    cfg["wall_clock_breakdown"] = True  # DeepSpeed's key: known, so no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        engine = zoff.initialize(model=tiny_gpt.model(), config=cfg)
+    assert engine.step_times() == {}
+    engine.backward(micro_loss(engine))
+    engine.step()
+    t = engine.step_times()
+    assert set(t) == {"forward", "backward", "backward_reduce", "step", "grad_norm",
+                      "optimizer", "allgather"}
+    assert t["forward"] > 0 and t["backward"] > 0 and t["step"] > 0 and t["optimizer"] > 0
+    assert t["backward_reduce"] <= t["backward"]
+    assert t["grad_norm"] + t["optimizer"] + t["allgather"] <= t["step"]

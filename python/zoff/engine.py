@@ -1,5 +1,6 @@
 """zoff.Engine: what zoff.initialize returns (DeepSpeed's engine shape)."""
 import collections
+import time
 import warnings
 
 import torch
@@ -42,11 +43,14 @@ class Engine:
         self.compute_dtype = _DTYPES[native.compute_dtype]
         stage3 = native.zero_stage == 3
         self._scopes = unit_hooks.UnitScopes(native, unit_modules if stage3 else [])
+        self._forward_ms = 0.0  # this step's forward calls so far
+        self._step_times = {}
         for w in native.config_warnings:
             warnings.warn(f"zoff config: {w}", ConfigWarning, stacklevel=3)
 
     def __call__(self, *args, **kwargs):
         """The module's forward, floating inputs cast to the compute dtype."""
+        start = time.perf_counter()
         args = _cast(args, self.compute_dtype)
         kwargs = _cast(kwargs, self.compute_dtype)
         try:
@@ -54,6 +58,8 @@ class Engine:
         except BaseException:
             self._scopes.close_all()
             raise
+        finally:
+            self._forward_ms += (time.perf_counter() - start) * 1e3
 
     forward = __call__
 
@@ -66,7 +72,17 @@ class Engine:
 
     def step(self):
         """The optimizer step after gradient_accumulation_steps backward calls."""
-        return StepStats(**self._native.step())
+        stats = self._native.step()
+        self._step_times = {"forward": self._forward_ms, **stats.pop("times_ms")}
+        self._forward_ms = 0.0
+        return StepStats(**stats)
+
+    def step_times(self):
+        """Milliseconds this rank spent in the last step's phases (DeepSpeed's
+        wall_clock_breakdown): forward (this engine's calls), backward, backward_reduce (the
+        wait for the last gradient collectives, part of backward), step, and step's parts
+        grad_norm, optimizer and allgather. Empty before the first step."""
+        return dict(self._step_times)
 
     def synchronize(self):
         """Lands a delayed parameter update still running, before evaluating or saving."""

@@ -621,6 +621,9 @@ Config parse_config(const std::string& json_text, int world_size) {
   read_checked(
       top.integer("steps_per_print"), &c.steps_per_print, top, "steps_per_print",
       [](int64_t v) { return v > 0; }, "must be > 0");
+  read_checked(
+      top.boolean("wall_clock_breakdown"), &c.wall_clock_breakdown, top, "wall_clock_breakdown",
+      [](bool) { return true; }, "");
   parse_optimizer(top, c);
   parse_scheduler(top, c);
   parse_zero(top, c);

@@ -92,6 +92,7 @@ std::string normalized_config_json(const Config& c) {
   j["gradient_accumulation_steps"] = c.gradient_accumulation_steps;
   j["gradient_clipping"] = c.gradient_clipping;
   j["steps_per_print"] = c.steps_per_print;
+  j["wall_clock_breakdown"] = c.wall_clock_breakdown;
   j["optimizer"] = optimizer_json(c.optimizer);
   if (!c.scheduler.type.empty()) j["scheduler"] = scheduler_json(c.scheduler);
   j["zero_optimization"] = zero_json(c.zero);

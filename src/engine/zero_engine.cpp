@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -14,6 +15,15 @@
 #include "zoff/core/process_memory.h"
 
 namespace zoff::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+}  // namespace
 namespace {
 
 GradMode grad_mode_for_stage(int stage) {
@@ -410,6 +420,7 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
       micro_ < config_.gradient_accumulation_steps, "engine.backward called ", micro_ + 1,
       " times before step(); gradient_accumulation_steps = ", config_.gradient_accumulation_steps);
   ZOFF_CHECK(tier_damaged_.empty(), tier_damaged_);
+  const auto start = Clock::now();
   const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
   if (micro_ == 0) meter_.reset();
   if (boundary && can_overlap_step()) begin_overlapped_step();
@@ -433,11 +444,14 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
   }
   {
     RECORD_USER_SCOPE("zoff::end_backward");  // flushes the last buckets
+    const auto reduce_start = Clock::now();
     reducer_->end_backward();
+    times_.backward_reduce_ms += ms_since(reduce_start);
   }
   if (gatherer_) gatherer_->end_backward();
   meter_.mark_baseline();
   ++micro_;
+  times_.backward_ms += ms_since(start);
 }
 
 bool ZeroEngine::any_overflow(const torch::Tensor& grads) {
@@ -504,6 +518,15 @@ void ZeroEngine::clip_and_measure(const torch::Tensor& grads, StepStats* stats) 
 }
 
 StepStats ZeroEngine::step() {
+  const auto start = Clock::now();
+  StepStats stats = apply_step();
+  times_.step_ms = ms_since(start);
+  stats.times = times_;
+  times_ = StepTimes{};
+  return stats;
+}
+
+StepStats ZeroEngine::apply_step() {
   ZOFF_CHECK(
       micro_ == config_.gradient_accumulation_steps, "engine.step after ", micro_,
       " backward calls; gradient_accumulation_steps = ", config_.gradient_accumulation_steps);
@@ -526,15 +549,20 @@ StepStats ZeroEngine::step() {
   }
   {
     RECORD_USER_SCOPE("zoff::grad_norm_and_clip");
+    const auto norm_start = Clock::now();
     clip_and_measure(grads, &stats);
+    times_.grad_norm_ms += ms_since(norm_start);
   }
   stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
+  const auto update_start = Clock::now();
   if (dpu_ && step_ >= config_.zero.offload_optimizer.dpu_warmup_steps) {
     launch_delayed_update(grads, stats.lr);
+    times_.optimizer_ms += ms_since(update_start);
   } else {
     {
       RECORD_USER_SCOPE("zoff::optimizer_step");
       update_master(grads, stats.lr, copy_out_target());
+      times_.optimizer_ms += ms_since(update_start);
     }
     RECORD_USER_SCOPE("zoff::publish_params");  // stages 1-2: the all-gather
     publish_params();
@@ -668,7 +696,9 @@ void ZeroEngine::launch_delayed_update(const torch::Tensor& grads, double lr) {
 void ZeroEngine::synchronize() {
   if (!pending_update_.valid()) return;
   torch::NoGradGuard no_grad;
-  pending_update_.get();  // rethrows what the update threw
+  const auto wait_start = Clock::now();
+  pending_update_.get();                        // rethrows what the update threw
+  times_.optimizer_ms += ms_since(wait_start);  // what the delayed update did not hide
   optimizer_output().copy_(dpu_out_);
   publish_params();
 }
@@ -676,6 +706,12 @@ void ZeroEngine::synchronize() {
 // Brings this rank's updated shard into the parameters the model computes with.
 void ZeroEngine::publish_params() {
   torch::NoGradGuard no_grad;
+  const auto start = Clock::now();
+  struct AddTime {  // on every return below
+    Clock::time_point start;
+    double* total;
+    ~AddTime() { *total += ms_since(start); }
+  } add_time{start, &times_.allgather_ms};
   const bool fp32 = compute_dtype_ == torch::kFloat32;
   if (stage_ == 0) {
     if (fp32 && !master_is_params_) params_->flat().copy_(master_, /*non_blocking=*/true);

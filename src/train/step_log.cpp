@@ -15,7 +15,29 @@ nlohmann::json tier_json(const engine::TierBytes& t) {
           {"optim", t.optim},   {"buffers", t.buffers}, {"total", t.total()}};
 }
 
+nlohmann::json times_json(const StepRecord& r) {
+  const auto& t = r.times;
+  return {{"forward", r.forward_ms},
+          {"backward", t.backward_ms},
+          {"backward_reduce", t.backward_reduce_ms},
+          {"step", t.step_ms},
+          {"grad_norm", t.grad_norm_ms},
+          {"optimizer", t.optimizer_ms},
+          {"allgather", t.allgather_ms}};
+}
+
 }  // namespace
+
+std::string step_times_line(const StepRecord& r) {
+  const auto& t = r.times;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "step %lld | time (ms): forward %.1f | backward %.1f (reduce wait %.1f) | step "
+                "%.1f (grad norm %.1f, optimizer %.1f, allgather %.1f)",
+                static_cast<long long>(r.step), r.forward_ms, t.backward_ms, t.backward_reduce_ms,
+                t.step_ms, t.grad_norm_ms, t.optimizer_ms, t.allgather_ms);
+  return line;
+}
 
 StepLog::StepLog(const std::string& path, bool append) : path_(path) {
   if (path.empty()) return;
@@ -39,6 +61,7 @@ std::string StepLog::to_json(const StepRecord& r) {
   if (r.loss_scale > 0) j["loss_scale"] = r.loss_scale;
   if (r.skipped) j["skipped"] = true;
   if (r.peak_rss > 0) j["peak_rss"] = r.peak_rss;
+  if (r.timed) j["times_ms"] = times_json(r);
   j["mem"] = {{"params", r.mem.params()},
               {"grads", r.mem.grads()},
               {"optim", r.mem.optim()},

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <utility>
 
 #include "zoff/checkpoint/checkpoint.h"
 #include "zoff/checkpoint/load_module.h"
@@ -37,6 +38,10 @@ namespace zoff::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
 
 // --heartbeat-timeout beyond a day is a typo, not a wish (the collectives give up sooner).
 constexpr int64_t kMaxHeartbeatTimeoutS = 86400;
@@ -114,10 +119,14 @@ class ReferenceStepper : public Stepper {
     mem_.compute.optim = static_cast<size_t>(numel) * 4 * static_cast<size_t>(states);
   }
   void backward(const torch::Tensor& loss) override {
+    const auto start = Clock::now();
     (loss / static_cast<double>(cfg_.gradient_accumulation_steps)).backward();
+    backward_ms_ += ms_since(start);
   }
   engine::StepStats step() override {
+    const auto start = Clock::now();
     engine::StepStats s;
+    s.times.backward_ms = std::exchange(backward_ms_, 0.0);
     double sq = 0;
     for (auto& p : params_) {
       if (p.grad().defined()) sq += p.grad().to(torch::kFloat64).square().sum().item<double>();
@@ -126,11 +135,15 @@ class ReferenceStepper : public Stepper {
     if (cfg_.gradient_clipping > 0) {
       torch::nn::utils::clip_grad_norm_(params_, cfg_.gradient_clipping);
     }
+    s.times.grad_norm_ms = ms_since(start);
+    const auto update_start = Clock::now();
     s.lr = config::lr_at(cfg_.scheduler, cfg_.optimizer.lr, step_);
     for (auto& group : optimizer_->param_groups()) group.options().set_lr(s.lr);
     optimizer_->step();
     optimizer_->zero_grad();
+    s.times.optimizer_ms = ms_since(update_start);
     s.step = ++step_;
+    s.times.step_ms = ms_since(start);
     return s;
   }
   engine::MemoryStats memory() const override { return mem_; }
@@ -142,6 +155,7 @@ class ReferenceStepper : public Stepper {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   engine::MemoryStats mem_;
   int64_t step_ = 0;
+  double backward_ms_ = 0.0;  // this step's backward calls so far
 };
 
 // --threads, else ZOFF_NUM_THREADS (as `zoff launch` sets it, parsed by the launcher's own
@@ -400,9 +414,12 @@ TrainSummary run_training(const TrainOptions& o) {
     profiler.before_step(step);
     const auto ts = Clock::now();
     double loss_sum = 0;
+    double forward_ms = 0;  // the task's forward and loss, over the micro-batches
     for (int64_t k = 0; k < accum; ++k) {
       auto batch = task->train_set().get(sampler.micro_batch(step, rank, ranks, k, micro));
+      const auto forward_start = Clock::now();
       auto loss = task->loss(batch);
+      forward_ms += ms_since(forward_start);
       stepper->backward(loss);
       loss_sum += loss.item<double>();
     }
@@ -418,6 +435,11 @@ TrainSummary run_training(const TrainOptions& o) {
     rec.grad_norm = stats.grad_norm;
     rec.skipped = stats.skipped;
     rec.loss_scale = stats.loss_scale;
+    if (cfg.wall_clock_breakdown) {
+      rec.timed = true;
+      rec.forward_ms = forward_ms;
+      rec.times = stats.times;
+    }
     rec.samples_per_s = static_cast<double>(cfg.train_batch_size) / dt;
     rec.tokens_per_s = rec.samples_per_s * static_cast<double>(task->tokens_per_sample());
     rec.mem = stepper->memory();
@@ -437,6 +459,10 @@ TrainSummary run_training(const TrainOptions& o) {
       if (rec.tokens_per_s > 0) ps.tokens_per_s = rec.tokens_per_s;
       ps.mem_bytes = static_cast<int64_t>(rec.mem.compute.total() + rec.mem.offload.total());
       progress->update(ps);
+      if (rec.timed && (rec.step % cfg.steps_per_print == 0 || last)) {
+        progress->finish();  // a redrawn progress line ends before the times line
+        std::fprintf(stderr, "%s\n", step_times_line(rec).c_str());
+      }
     }
     const bool epoch_end = rec.step % sampler.steps_per_epoch() == 0;
     const bool eval_now = o.eval_every > 0 ? rec.step % o.eval_every == 0 : epoch_end;

@@ -56,6 +56,7 @@ TEST(NormalizedConfig, HoldsEveryKeyAtItsEffectiveValue) {
   EXPECT_FALSE(j.contains("notes"));
   EXPECT_EQ(j.at("gradient_accumulation_steps"), 2);  // 16 / (2 x 4 ranks)
   EXPECT_EQ(j.at("steps_per_print"), 10);
+  EXPECT_EQ(j.at("wall_clock_breakdown"), false);
   EXPECT_EQ(j.at("optimizer").at("type"), "AdamW");
   EXPECT_DOUBLE_EQ(j.at("optimizer").at("params").at("lr").get<double>(), 3e-4);
   EXPECT_EQ(j.at("optimizer").at("params").at("betas"), json::array({0.9, 0.999}));

@@ -19,6 +19,7 @@ const char* kFullConfig = R"({
   "gradient_accumulation_steps": 4,
   "gradient_clipping": 1.0,
   "steps_per_print": 5,
+  "wall_clock_breakdown": true,
   "optimizer": {"type": "AdamW",
                 "params": {"lr": 3e-4, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.1}},
   "scheduler": {"type": "WarmupDecayLR",
@@ -39,6 +40,7 @@ TEST(Config, FullConfigParses) {
   EXPECT_EQ(c.world_size, 4);
   EXPECT_DOUBLE_EQ(c.gradient_clipping, 1.0);
   EXPECT_EQ(c.steps_per_print, 5);
+  EXPECT_TRUE(c.wall_clock_breakdown);
   EXPECT_EQ(c.optimizer.type, "adamw");
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 3e-4);
   EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.8);
@@ -248,6 +250,8 @@ const BadConfig kBadConfigs[] = {
     {"section_wrong_type", R"({"train_batch_size": 4, "optimizer": "adam"})",
      "optimizer = \"adam\": must be a JSON object"},
     {"steps_per_print", R"({"train_batch_size": 4, "steps_per_print": 0})", "steps_per_print = 0"},
+    {"wall_clock_breakdown", R"({"train_batch_size": 4, "wall_clock_breakdown": "yes"})",
+     "wall_clock_breakdown = \"yes\": must be true or false"},
     {"malformed_json", "{\"train_batch_size\": 4,\n  \"stage\": }",
      "malformed JSON at line 2, column"},
     {"duplicate_key", R"({"train_batch_size": 4, "train_batch_size": 8})",

@@ -185,6 +185,34 @@ TEST(ZeroEngine, Stage3ReleasesUnitsAfterUseAndBoundsTheLiveParameters) {
   });
 }
 
+TEST(ZeroEngine, StepTimesCoverEachPhaseOfEveryStageAndResetEachStep) {
+  for (int stage : {0, 1, 2, 3}) {
+    const int world = 2;
+    auto cfg = base_config(stage, world, kGlobal, /*accum=*/2);
+    std::vector<testing::TinyMlp> models{make_model(1), make_model(1)};
+    testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+      auto model = models[static_cast<size_t>(rank)];
+      ZeroEngine engine(model.ptr(), cfg, comm);
+      for (int s = 0; s < 2; ++s) {
+        auto [x, y] = global_batch(s, kGlobal);
+        for (int k = 0; k < 2; ++k) {
+          const auto rows = x.narrow(0, (rank * 2 + k) * 3, 3);
+          engine.backward(torch::mse_loss(model(rows), y.narrow(0, (rank * 2 + k) * 3, 3)));
+        }
+        const auto t = engine.step().times;
+        SCOPED_TRACE("stage " + std::to_string(stage) + " step " + std::to_string(s));
+        EXPECT_GT(t.backward_ms, 0.0);
+        EXPECT_GT(t.optimizer_ms, 0.0);
+        EXPECT_LE(t.backward_reduce_ms, t.backward_ms);
+        EXPECT_LE(t.grad_norm_ms + t.optimizer_ms + t.allgather_ms, t.step_ms);
+        if (stage == 1 || stage == 2) {  // all-gather the new parameters
+          EXPECT_GT(t.allgather_ms, 0.0);
+        }
+      }
+    });
+  }
+}
+
 TEST(ZeroEngine, MemoryFollowsTheStageTable) {
   // fp32 table: stage 0: 4 + 4 + 8 psi; 1: 4 + 4 + 8 psi / N; 2: 4 + (4 + 8) psi / N;
   // 3: (4 + 4 + 8) psi / N. Stages 1 and 2 also hold an fp32 master shard (4 psi / N): the

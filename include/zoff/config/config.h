@@ -115,6 +115,9 @@ struct Config {
   int64_t gradient_accumulation_steps = 0;
   double gradient_clipping = 0.0;  // 0 = off; else max global L2 norm
   int64_t steps_per_print = 10;
+  // DeepSpeed's key: log each step's phase times (forward, backward, step and its parts) in
+  // the step log and print them every steps_per_print steps (engine::StepTimes).
+  bool wall_clock_breakdown = false;
   optim::OptimizerOptions optimizer;
   SchedulerConfig scheduler;
   ZeroConfig zero;

@@ -17,6 +17,7 @@
 #include "zoff/engine/loss_scaler.h"
 #include "zoff/engine/memory_stats.h"
 #include "zoff/engine/replicated_states.h"
+#include "zoff/engine/step_times.h"
 #include "zoff/engine/tiered_optimizer.h"
 #include "zoff/engine/unit_gatherer.h"
 #include "zoff/engine/unit_pieces.h"
@@ -67,6 +68,7 @@ struct StepStats {
   bool clipped = false;
   bool skipped = false;     // fp16 overflow: no update, every rank skipped
   double loss_scale = 0.0;  // fp16: the scale backward used this step; 0 otherwise
+  StepTimes times;          // this rank's wall-clock time of the step's phases
 };
 
 // The ZeRO-Offload data flow, per optimizer step:
@@ -187,6 +189,7 @@ class ZeroEngine {
   void setup_reducer();
   void setup_delayed_update();
   bool any_overflow(const torch::Tensor& grads);
+  StepStats apply_step();  // step() without its timing
   bool skip_overflowed_step(const torch::Tensor& grads, StepStats* stats);
   void clip_and_measure(const torch::Tensor& grads, StepStats* stats);
   void launch_delayed_update(const torch::Tensor& grads, double lr);
@@ -246,6 +249,7 @@ class ZeroEngine {
   int64_t step_ = 0;     // optimizer steps, including fp16-skipped ones
   int64_t applied_ = 0;  // steps that updated the parameters (drives the lr schedule)
   int micro_ = 0;
+  StepTimes times_;  // the step in progress: backward adds, step() completes and resets
   ActivationMeter meter_;
   // Delayed parameter update: the gradient copy and 16-bit output the background update
   // owns, and the update itself.

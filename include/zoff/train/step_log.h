@@ -7,6 +7,7 @@
 #include <string>
 
 #include "zoff/engine/memory_stats.h"
+#include "zoff/engine/step_times.h"
 
 namespace zoff::train {
 
@@ -23,7 +24,16 @@ struct StepRecord {
   // This process's peak resident memory so far (VmHWM), bytes: everything, not only
   // model states (LibTorch, activations, I/O buffers). 0 = not known.
   int64_t peak_rss = 0;
+  // wall_clock_breakdown: the step's phase times (written as "times_ms").
+  bool timed = false;
+  double forward_ms = 0.0;  // the task's forward and loss, over the micro-batches
+  engine::StepTimes times;
 };
+
+// The console line of a timed record, DeepSpeed's wall_clock_breakdown line in zoff's words:
+// "step 10 | time (ms): forward 231.5 | backward 410.2 (reduce wait 8.1) | step 30.3
+// (grad norm 3.0, optimizer 4.1, allgather 17.5)".
+std::string step_times_line(const StepRecord& record);
 
 // Writes lines as they come (flushed each time, so a killed run keeps its log). An empty
 // path writes nothing (ranks other than 0).

@@ -1,0 +1,22 @@
+// Wall-clock time of one optimizer step's phases on this rank (DeepSpeed's wall_clock_breakdown).
+#pragma once
+
+namespace zoff::engine {
+
+// Milliseconds, measured by the engine with a steady clock on every step (a few clock reads:
+// no synchronisation is added, so the figures are what the step costs as it runs). The parts
+// of a phase are included in it; what is left is the phase's own work.
+struct StepTimes {
+  // engine.backward, summed over the step's micro-batches: autograd (with the gradient
+  // reduction it overlaps) and the wait for the last buckets after it.
+  double backward_ms = 0.0;
+  // Of backward_ms: waiting after autograd for the gradient collectives still in flight.
+  double backward_reduce_ms = 0.0;
+  // engine.step: the parts below, plus fp16's overflow check and the gradient average.
+  double step_ms = 0.0;
+  double grad_norm_ms = 0.0;  // the global norm (an all-reduce of one number) and clipping
+  double optimizer_ms = 0.0;  // the update of this rank's shard (its launch, with delayed updates)
+  double allgather_ms = 0.0;  // publishing the new parameters: stages 1-2's all-gather
+};
+
+}  // namespace zoff::engine
