@@ -3,8 +3,9 @@
 # 2 ranks) beside the same GPT in Python (examples/python/gpt.py) under
 # DistributedDataParallel + torch.autocast("cpu", bfloat16) on gloo, alternating ROUNDS times
 # in one run, same shapes (global batch 16 windows of the preset's context). Prints each
-# round, the median tokens/s of each, their ratio, and (PROFILE=1) a per-op profile of each
-# side to $OUT/{zoff,ddp}_profile.txt.
+# round, the median tokens/s of each, their ratio, where each step's time goes (zoff's
+# wall_clock_breakdown beside the same phases timed around DDP's calls: no profiler, so no
+# distortion), and (PROFILE=1) a per-op profile of each side to $OUT/{zoff,ddp}_profile.txt.
 # Env: ZOFF_BUILD_DIR (build), PRESET (small), STEPS (30), ROUNDS (2), PROFILE (0),
 #      OUT (runs/bench_bf16_step), CONFIG (examples/configs/gpt_${PRESET}_bf16_stage2.json).
 set -euo pipefail
@@ -22,18 +23,25 @@ WARMUP=5
 mkdir -p "$OUT"
 BATCH=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["train_batch_size"])' "$CONFIG")
 
+# The config with wall_clock_breakdown on: zoff's log then has each step's phase times.
+TIMED_CONFIG="$OUT/config_timed.json"
+"$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["wall_clock_breakdown"]=True
+json.dump(c, open(sys.argv[2], "w"))' "$CONFIG" "$TIMED_CONFIG"
+
 zoff_round() {  # $1: round; prints one JSON line
   local prof=()
   [[ "${PROFILE:-0}" == 1 && "$1" == 1 ]] && prof=(--profile "$OUT/zoff_profile.txt" --profile-steps 5)
   local cmd=("$ZOFF" launch -n 2 -- "$ZOFF" train --model gpt --preset "$PRESET" --seed 1
-             --config "$CONFIG" --steps "$STEPS" --no-eval --log "$OUT/zoff_$1.jsonl" "${prof[@]}")
+             --config "$TIMED_CONFIG" --steps "$STEPS" --no-eval --log "$OUT/zoff_$1.jsonl" "${prof[@]}")
   echo "+ ${cmd[*]}" >&2
   "${cmd[@]}" > "$OUT/zoff_$1.out" 2>&1 || { cat "$OUT/zoff_$1.out" >&2; exit 1; }
   "$PY" - "$OUT/zoff_$1.jsonl" "$WARMUP" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"event"' not in l]
-tps = statistics.median(r["tokens_per_s"] for r in rows[int(sys.argv[2]):])
-print(json.dumps({"mode": "zoff", "tokens_per_s": tps, "steps": len(rows)}))
+kept = rows[int(sys.argv[2]):]
+tps = statistics.median(r["tokens_per_s"] for r in kept)
+times = {k: statistics.median(r["times_ms"][k] for r in kept) for k in kept[0]["times_ms"]}
+print(json.dumps({"mode": "zoff", "tokens_per_s": tps, "steps": len(rows), "times_ms": times}))
 PY
 }
 

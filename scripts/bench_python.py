@@ -1,7 +1,8 @@
 """One rank of scripts/bench_python.sh: trains the Python GPT for --steps steps either through
 zoff (bf16, ZeRO --stage, cpu offload) or with DDP + torch.optim.AdamW under
 torch.autocast("cpu", bfloat16) on gloo, and prints rank 0's median tokens/s (steps after
---warmup) as one JSON line."""
+--warmup) as one JSON line, with the median ms of each phase of the step ("times_ms": forward
+with the loss, backward, step; through zoff also the engine's parts of them)."""
 import argparse
 import json
 import os
@@ -29,9 +30,12 @@ def zoff_steps(a, model, text, world, rank):
     engine = zoff.initialize(model=model, config=cfg)
     for step in range(a.steps):
         x = batch_windows(text, step, a.batch, a.block).chunk(world)[rank]
-        engine.backward(gpt_loss(engine(x[:, :-1]), x[:, 1:]))
+        start = time.perf_counter()
+        loss = gpt_loss(engine(x[:, :-1]), x[:, 1:])
+        forward_ms = (time.perf_counter() - start) * 1e3
+        engine.backward(loss)
         engine.step()
-        yield
+        yield {**engine.step_times(), "forward": forward_ms}  # forward with the loss, as ddp's
 
 
 def ddp_steps(a, model, text, world, rank):
@@ -39,13 +43,17 @@ def ddp_steps(a, model, text, world, rank):
     opt = torch.optim.AdamW(ddp.parameters(), lr=LR, betas=BETAS, weight_decay=WD)
     for step in range(a.steps):
         x = batch_windows(text, step, a.batch, a.block).chunk(world)[rank]
+        t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = gpt_loss(ddp(x[:, :-1]), x[:, 1:])
+        t1 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # DDP's bucketed allreduce overlaps it and is waited for at its end
+        t2 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
         opt.step()
-        yield
+        t3 = time.perf_counter()
+        yield {"forward": (t1 - t0) * 1e3, "backward": (t2 - t1) * 1e3, "step": (t3 - t2) * 1e3}
 
 
 def write_profile(path, prof, steps, wall_ms):
@@ -88,9 +96,10 @@ def main():
     torch.manual_seed(0)
     model, text = GPT(**PRESETS[a.preset]), fortunes_bytes()
     steps = (zoff_steps if a.mode == "zoff" else ddp_steps)(a, model, text, world, rank)
-    times, t = [], time.perf_counter()
+    times, phases, t = [], [], time.perf_counter()
     prof = None
-    for i, _ in enumerate(steps):
+    for i, phase_ms in enumerate(steps):
+        phases.append(phase_ms)
         now = time.perf_counter()
         times.append(now - t)
         if a.profile and i + 1 == a.warmup:  # steps a.warmup .. a.warmup + profile_steps - 1
@@ -106,7 +115,10 @@ def main():
         t = time.perf_counter()
     if rank == 0:
         tok_s = a.batch * a.block / statistics.median(times[a.warmup:])
-        print(json.dumps({"mode": a.mode, "tokens_per_s": tok_s, "steps": a.steps}), flush=True)
+        measured = phases[a.warmup:]
+        times_ms = {k: statistics.median(p[k] for p in measured) for k in measured[0]}
+        print(json.dumps({"mode": a.mode, "tokens_per_s": tok_s, "steps": a.steps,
+                          "times_ms": times_ms}), flush=True)
 
 
 if __name__ == "__main__":

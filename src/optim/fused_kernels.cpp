@@ -86,26 +86,6 @@ HWY_INLINE void convert_block(D d, const float* HWY_RESTRICT src, uint16_t* HWY_
   store_out16<kOut>(d, hn::LoadU(d, src), out);
 }
 
-// The probe's block: the loads and stores of adam_block, one add per stream.
-template <CopyOut kOut, class D>
-HWY_INLINE void probe_block(D d, float* HWY_RESTRICT p, const float* HWY_RESTRICT g,
-                            float* HWY_RESTRICT m, float* HWY_RESTRICT v,
-                            uint16_t* HWY_RESTRICT out) {
-  const auto vg = hn::LoadU(d, g);
-  const auto vp = hn::Add(hn::LoadU(d, p), vg);
-  hn::StoreU(hn::Add(hn::LoadU(d, m), vg), d, m);
-  hn::StoreU(hn::Add(hn::LoadU(d, v), vg), d, v);
-  hn::StoreU(vp, d, p);
-  if constexpr (kOut != CopyOut::kNone) {
-    // Truncation, not rounding: the probe only needs the 2-byte store.
-    const hn::RebindToUnsigned<D> du;
-    const hn::RebindToSigned<D> di;
-    const hn::Rebind<uint16_t, D> d16;
-    const auto hi = hn::ShiftRight<16>(hn::BitCast(du, vp));
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, out);
-  }
-}
-
 template <CopyOut kOut>
 HWY_NOINLINE void adam_loop(const AdamCoefficients& c, float* p, const float* g, float* m, float* v,
                             size_t n, uint16_t* out) {

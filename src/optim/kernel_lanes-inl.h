@@ -119,6 +119,27 @@ HWY_INLINE void for_each_block(size_t n, const Block& block) {
   for (; i < n; ++i) block(d1, i);
 }
 
+// The streaming probes' block: the loads and stores of the Adam kernel (read p, g, m, v;
+// write p, m, v and the 16-bit copy), one add per stream, next to no arithmetic.
+template <CopyOut kOut, class D>
+HWY_INLINE void probe_block(D d, float* HWY_RESTRICT p, const float* HWY_RESTRICT g,
+                            float* HWY_RESTRICT m, float* HWY_RESTRICT v,
+                            uint16_t* HWY_RESTRICT out) {
+  const auto vg = hn::LoadU(d, g);
+  const auto vp = hn::Add(hn::LoadU(d, p), vg);
+  hn::StoreU(hn::Add(hn::LoadU(d, m), vg), d, m);
+  hn::StoreU(hn::Add(hn::LoadU(d, v), vg), d, v);
+  hn::StoreU(vp, d, p);
+  if constexpr (kOut != CopyOut::kNone) {
+    // Truncation, not rounding: the probe only needs the 2-byte store.
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const hn::Rebind<uint16_t, D> d16;
+    const auto hi = hn::ShiftRight<16>(hn::BitCast(du, vp));
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, out);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace optim
 }  // namespace zoff

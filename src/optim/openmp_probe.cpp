@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernel_lanes-inl.h"
 #include "simd_targets.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -27,24 +28,13 @@ namespace optim {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Reads p, g, m, v and writes p, m, v over 16 floats (one 64-byte line of each stream),
-// one add per stream: the traffic of adam_fp32, next to no arithmetic.
+// Reads p, g, m, v and writes p, m, v over n <= 16 floats (one 64-byte line of each stream):
+// the fused probe's block, the traffic of adam_fp32.
 HWY_INLINE void probe_line(float* HWY_RESTRICT p, const float* HWY_RESTRICT g,
                            float* HWY_RESTRICT m, float* HWY_RESTRICT v, size_t n) {
-  const hn::ScalableTag<float> d;
-  const size_t lanes = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto vg = hn::LoadU(d, g + i);
-    hn::StoreU(hn::Add(hn::LoadU(d, p + i), vg), d, p + i);
-    hn::StoreU(hn::Add(hn::LoadU(d, m + i), vg), d, m + i);
-    hn::StoreU(hn::Add(hn::LoadU(d, v + i), vg), d, v + i);
-  }
-  for (; i < n; ++i) {
-    p[i] += g[i];
-    m[i] += g[i];
-    v[i] += g[i];
-  }
+  for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
+    probe_block<CopyOut::kNone>(d, p + i, g + i, m + i, v + i, nullptr);
+  });
 }
 
 void OpenmpProbeKernel(float* p, const float* g, float* m, float* v, size_t n, int threads) {
