@@ -25,7 +25,11 @@ def zoff_steps(a, model, text, world, rank):
     cfg = {"train_batch_size": a.batch, "train_micro_batch_size_per_gpu": a.batch // world,
            "gradient_clipping": 1.0,
            "optimizer": {"type": "AdamW", "params": {"lr": LR, "betas": list(BETAS), "weight_decay": WD}},
-           "zero_optimization": {"stage": a.stage, "offload_optimizer": {"device": "cpu"}},
+           # Buckets as in examples/configs/gpt_small_bf16_stage2.json (DDP's default is 25 MB
+           # of fp32, 6.25M parameters): DeepSpeed's default 5e8 is one bucket for this model,
+           # which leaves the whole reduce-scatter after backward.
+           "zero_optimization": {"stage": a.stage, "offload_optimizer": {"device": "cpu"},
+                                 "reduce_bucket_size": 5000000, "overlap_comm": True},
            "bf16": {"enabled": True}}
     engine = zoff.initialize(model=model, config=cfg)
     for step in range(a.steps):

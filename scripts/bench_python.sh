@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python GPT through zoff (bf16, ZeRO-2, cpu offload, 2 ranks) against DDP + AdamW under
-# torch.autocast bf16 on gloo, alternating ROUNDS times in one run; prints the tokens/s ratio.
+# torch.autocast bf16 on gloo, alternating ROUNDS times in one run; prints the tokens/s ratio
+# and where each step goes on each side (ms per phase, rank 0).
 # Env: ZOFF_BUILD_DIR (build), PRESET (small), STEPS (30), BATCH (8), ROUNDS (2), RANKS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -20,7 +20,9 @@ print(f"tokens/s (median of rounds): zoff {z:,.0f}, ddp+autocast {d:,.0f}; ratio
 timed = {m: [r["times_ms"] for r in rows if r["mode"] == m and "times_ms" in r] for m in ("zoff", "ddp")}
 if timed["zoff"] and timed["ddp"]:
     print("ms per step, rank 0 (median of rounds); zoff parts indented; ddp backward includes its allreduce:")
-    keys = list(dict.fromkeys(k for m in ("zoff", "ddp") for t in timed[m] for k in t))
+    order = ["forward", "backward", "backward_reduce", "step", "grad_norm", "optimizer", "allgather"]
+    seen = [k for m in ("zoff", "ddp") for t in timed[m] for k in t]
+    keys = [k for k in order if k in seen] + [k for k in dict.fromkeys(seen) if k not in order]
     for k in keys:
         v = [statistics.median(t[k] for t in timed[m] if k in t) if any(k in t for t in timed[m])
              else None for m in ("zoff", "ddp")]
