@@ -1,0 +1,107 @@
+// GradReducer on its own: 16-bit gradients staged as they are (half the bytes on the wire)
+// reduce into the fp32 shard bitwise equal to staging them widened to fp32, on uneven shards.
+#include "zoff/engine/grad_reducer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine_test_support.h"
+#include "zoff/partition/model_layout.h"
+
+namespace zoff::engine {
+namespace {
+
+// Odd sizes in two units: every unit pads to a multiple of 3 ranks, shards are uneven.
+constexpr int64_t kSizes[] = {37, 5, 64, 11};
+
+// This rank's gradient of parameter i: bf16 values with all 8 mantissa bits in use, so any
+// rounding of a partial sum to 16 bits would show.
+torch::Tensor rank_grad(int rank, size_t i) {
+  auto gen = at::detail::createCPUGenerator(1000 * static_cast<uint64_t>(rank) + i);
+  return torch::randn({kSizes[i]}, gen).to(torch::kBFloat16);
+}
+
+struct Reduced {
+  torch::Tensor shard;  // this rank's fp32 shard of the summed gradient
+  double total = 0;     // its sum, fp64
+};
+
+// One backward of sum_i (p_i * g_i).sum() on bf16 parameters (gradient g_i exactly), reduced
+// with the given staging dtype and bucket size.
+Reduced reduce(dist::CommPtr comm, int rank, torch::ScalarType staging, int64_t bucket_elems) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  std::vector<torch::Tensor> params;
+  for (size_t i = 0; i < std::size(kSizes); ++i) {
+    params.push_back(torch::zeros({kSizes[i]}, torch::kBFloat16).requires_grad_());
+    named.emplace_back("p" + std::to_string(i), params.back());
+  }
+  const partition::ModelLayout layout(named, {{"a", {0, 1}}, {"b", {2, 3}}}, comm->size(),
+                                      /*shard_units=*/true);
+  GradReducerOptions o;
+  o.mode = GradMode::kReduceScatterEveryMicroBatch;
+  o.bucket_elems = bucket_elems;
+  o.staging_dtype = staging;
+  GradReducer reducer(layout, params, comm, o);
+  reducer.begin_backward(/*boundary=*/true);
+  auto loss = torch::zeros({}, torch::kFloat32);
+  for (size_t i = 0; i < params.size(); ++i) {
+    loss = loss + (params[i] * rank_grad(rank, i)).sum().to(torch::kFloat32);
+  }
+  loss.backward();
+  reducer.end_backward();
+  Reduced r;
+  r.shard = reducer.reduced_grads().clone();
+  r.total = r.shard.sum(torch::kFloat64).item<double>();
+  return r;
+}
+
+TEST(GradReducer, Bf16StagingReducesBitwiseAsFp32StagingOnUnevenShards) {
+  const int world = 3;
+  // Every gradient summed over ranks, the reference for the shards' total (fp64).
+  double want = 0;
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < std::size(kSizes); ++i) {
+      want += rank_grad(r, i).sum(torch::kFloat64).item<double>();
+    }
+  }
+  for (int64_t bucket : {int64_t{16}, int64_t{1000}}) {  // a bucket per unit, one for both
+    std::vector<double> totals(world);
+    testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+      const auto fp32 = reduce(comm, rank, torch::kFloat32, bucket);
+      const auto bf16 = reduce(comm, rank, torch::kBFloat16, bucket);
+      EXPECT_EQ(fp32.shard.dtype(), torch::kFloat32);
+      EXPECT_TRUE(torch::equal(bf16.shard, fp32.shard)) << "rank " << rank << " bucket " << bucket;
+      totals[static_cast<size_t>(rank)] = bf16.total;
+    });
+    double got = 0;
+    for (double t : totals) got += t;
+    EXPECT_NEAR(got, want, 1e-4 * (1.0 + std::abs(want))) << "bucket " << bucket;
+  }
+}
+
+TEST(GradReducer, GradientOfAnotherDtypeThanTheStagingIsRefused) {
+  testing::run_ranks(2, [&](dist::CommPtr comm, int rank) {
+    std::vector<torch::Tensor> params{torch::zeros({6}).requires_grad_()};  // fp32 gradient
+    const partition::ModelLayout layout({{"w", params[0]}}, {{"u", {0}}}, comm->size(), true);
+    GradReducerOptions o;
+    o.mode = GradMode::kReduceScatterEveryMicroBatch;
+    o.staging_dtype = torch::kBFloat16;
+    GradReducer reducer(layout, params, comm, o);
+    reducer.begin_backward(true);
+    try {
+      (params[0] * static_cast<double>(rank + 1)).sum().backward();
+      FAIL() << "an fp32 gradient went into bf16 staging";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("gradient staging expects"), std::string::npos)
+          << e.what();
+    }
+    reducer.abort_backward();
+  });
+}
+
+}  // namespace
+}  // namespace zoff::engine
