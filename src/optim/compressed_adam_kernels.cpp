@@ -211,8 +211,9 @@ HWY_INLINE void adam_int8_block(const AdamCoefficients& c, float* p, const float
 }
 
 template <CopyOut kOut>
-HWY_NOINLINE void adam_bf16_loop(const AdamCoefficients& c, float* p, const float* g, uint16_t* m,
-                                 uint16_t* v, size_t n, uint16_t* out) {
+HWY_NOINLINE void adam_bf16_loop(const AdamCoefficients& coefficients, float* p, const float* g,
+                                 uint16_t* m, uint16_t* v, size_t n, uint16_t* out) {
+  const AdamCoefficients c = coefficients;  // a local: stores to p cannot change it
   for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
     adam_bf16_lanes<kOut>(d, c, p + i, g + i, m + i, v + i,
                           kOut == CopyOut::kNone ? nullptr : out + i);

@@ -87,16 +87,20 @@ HWY_INLINE void convert_block(D d, const float* HWY_RESTRICT src, uint16_t* HWY_
 }
 
 template <CopyOut kOut>
-HWY_NOINLINE void adam_loop(const AdamCoefficients& c, float* p, const float* g, float* m, float* v,
-                            size_t n, uint16_t* out) {
+HWY_NOINLINE void adam_loop(const AdamCoefficients& coefficients, float* p, const float* g,
+                            float* m, float* v, size_t n, uint16_t* out) {
+  // A local: the compiler cannot tell that stores to p, m, v leave a reference's fields
+  // alone, and reloaded and re-broadcast every coefficient on every vector.
+  const AdamCoefficients c = coefficients;
   for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
     adam_block<kOut>(d, c, p + i, g + i, m + i, v + i, kOut == CopyOut::kNone ? nullptr : out + i);
   });
 }
 
 template <CopyOut kOut>
-HWY_NOINLINE void sgd_loop(const SgdCoefficients& c, float* p, const float* g, float* buf, size_t n,
-                           uint16_t* out) {
+HWY_NOINLINE void sgd_loop(const SgdCoefficients& coefficients, float* p, const float* g,
+                           float* buf, size_t n, uint16_t* out) {
+  const SgdCoefficients c = coefficients;  // a local, as in adam_loop
   for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
     sgd_block<kOut>(d, c, p + i, g + i, c.momentum != 0.0f ? buf + i : nullptr,
                     kOut == CopyOut::kNone ? nullptr : out + i);
@@ -104,8 +108,9 @@ HWY_NOINLINE void sgd_loop(const SgdCoefficients& c, float* p, const float* g, f
 }
 
 template <CopyOut kOut>
-HWY_NOINLINE void adagrad_loop(const AdagradCoefficients& c, float* p, const float* g, float* sum,
-                               size_t n, uint16_t* out) {
+HWY_NOINLINE void adagrad_loop(const AdagradCoefficients& coefficients, float* p, const float* g,
+                               float* sum, size_t n, uint16_t* out) {
+  const AdagradCoefficients c = coefficients;  // a local, as in adam_loop
   for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
     adagrad_block<kOut>(d, c, p + i, g + i, sum + i, kOut == CopyOut::kNone ? nullptr : out + i);
   });
