@@ -23,9 +23,6 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-}  // namespace
-namespace {
-
 GradMode grad_mode_for_stage(int stage) {
   switch (stage) {
     case 0:
@@ -519,6 +516,9 @@ void ZeroEngine::clip_and_measure(const torch::Tensor& grads, StepStats* stats) 
 
 StepStats ZeroEngine::step() {
   const auto start = Clock::now();
+  // The step's parts count from here: a synchronize() before it (an evaluation's, a
+  // checkpoint load's) is not part of this step; the backward calls before it are.
+  times_.grad_norm_ms = times_.optimizer_ms = times_.allgather_ms = 0.0;
   StepStats stats = apply_step();
   times_.step_ms = ms_since(start);
   stats.times = times_;
