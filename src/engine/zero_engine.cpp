@@ -19,10 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
 GradMode grad_mode_for_stage(int stage) {
   switch (stage) {
     case 0:
@@ -703,15 +699,15 @@ void ZeroEngine::synchronize() {
   publish_params();
 }
 
-// Brings this rank's updated shard into the parameters the model computes with.
 void ZeroEngine::publish_params() {
-  torch::NoGradGuard no_grad;
   const auto start = Clock::now();
-  struct AddTime {  // on every return below
-    Clock::time_point start;
-    double* total;
-    ~AddTime() { *total += ms_since(start); }
-  } add_time{start, &times_.allgather_ms};
+  publish_shard();
+  times_.allgather_ms += ms_since(start);
+}
+
+// Brings this rank's updated shard into the parameters the model computes with.
+void ZeroEngine::publish_shard() {
+  torch::NoGradGuard no_grad;
   const bool fp32 = compute_dtype_ == torch::kFloat32;
   if (stage_ == 0) {
     if (fp32 && !master_is_params_) params_->flat().copy_(master_, /*non_blocking=*/true);

@@ -38,10 +38,7 @@ namespace zoff::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using engine::ms_since;
 
 // --heartbeat-timeout beyond a day is a typo, not a wish (the collectives give up sooner).
 constexpr int64_t kMaxHeartbeatTimeoutS = 86400;

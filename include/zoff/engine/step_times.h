@@ -1,6 +1,8 @@
 // Wall-clock time of one optimizer step's phases on this rank (DeepSpeed's wall_clock_breakdown).
 #pragma once
 
+#include <chrono>
+
 namespace zoff::engine {
 
 // Milliseconds, measured by the engine with a steady clock on every step (a few clock reads:
@@ -18,5 +20,11 @@ struct StepTimes {
   double optimizer_ms = 0.0;  // the update of this rank's shard (its launch, with delayed updates)
   double allgather_ms = 0.0;  // publishing the new parameters: stages 1-2's all-gather
 };
+
+// Milliseconds from `start` to now on the steady clock the phases are read with.
+inline double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
 
 }  // namespace zoff::engine

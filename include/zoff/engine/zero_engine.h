@@ -201,7 +201,8 @@ class ZeroEngine {
   void abandon_overlapped_step();
   torch::Tensor optimizer_output() const;
   torch::Tensor copy_out_target() const;
-  void publish_params();
+  void publish_params();  // publish_shard(), timed into times_.allgather_ms
+  void publish_shard();
   void all_gather_units();
   void finish_step();
 
