@@ -6,8 +6,11 @@
 # round, the median tokens/s of each, their ratio, where each step's time goes (zoff's
 # wall_clock_breakdown beside the same phases timed around DDP's calls: no profiler, so no
 # distortion), and (PROFILE=1) a per-op profile of each side to $OUT/{zoff,ddp}_profile.txt.
+# Modes: zoff (its default transport: shared memory, the ranks sharing this host), zoff_gloo
+# (ZOFF_COMM_TRANSPORT=gloo: Gloo's TCP loopback, as before the shared-memory transport), ddp.
 # Env: ZOFF_BUILD_DIR (build), PRESET (small), STEPS (30), ROUNDS (2), PROFILE (0),
-#      OUT (runs/bench_bf16_step), CONFIG (examples/configs/gpt_${PRESET}_bf16_stage2.json).
+#      MODES ("zoff ddp"; e.g. "zoff zoff_gloo ddp"), OUT (runs/bench_bf16_step),
+#      CONFIG (examples/configs/gpt_${PRESET}_bf16_stage2.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/zoff_vs_ddp_rounds.sh
@@ -28,22 +31,26 @@ TIMED_CONFIG="$OUT/config_timed.json"
 "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["wall_clock_breakdown"]=True
 json.dump(c, open(sys.argv[2], "w"))' "$CONFIG" "$TIMED_CONFIG"
 
-zoff_round() {  # $1: round; prints one JSON line
-  local prof=()
-  [[ "${PROFILE:-0}" == 1 && "$1" == 1 ]] && prof=(--profile "$OUT/zoff_profile.txt" --profile-steps 5)
+zoff_round() {  # $1: round, $2: mode (zoff or zoff_gloo); prints one JSON line
+  local mode="${2:-zoff}" transport=auto prof=()
+  [[ "$mode" == zoff_gloo ]] && transport=gloo
+  [[ "${PROFILE:-0}" == 1 && "$1" == 1 ]] && prof=(--profile "$OUT/${mode}_profile.txt" --profile-steps 5)
   local cmd=("$ZOFF" launch -n 2 -- "$ZOFF" train --model gpt --preset "$PRESET" --seed 1
-             --config "$TIMED_CONFIG" --steps "$STEPS" --no-eval --log "$OUT/zoff_$1.jsonl" "${prof[@]}")
-  echo "+ ${cmd[*]}" >&2
-  "${cmd[@]}" > "$OUT/zoff_$1.out" 2>&1 || { cat "$OUT/zoff_$1.out" >&2; exit 1; }
-  "$PY" - "$OUT/zoff_$1.jsonl" "$WARMUP" <<'PY'
+             --config "$TIMED_CONFIG" --steps "$STEPS" --no-eval --log "$OUT/${mode}_$1.jsonl" "${prof[@]}")
+  echo "+ ZOFF_COMM_TRANSPORT=$transport ${cmd[*]}" >&2
+  ZOFF_COMM_TRANSPORT=$transport "${cmd[@]}" > "$OUT/${mode}_$1.out" 2>&1 \
+    || { cat "$OUT/${mode}_$1.out" >&2; exit 1; }
+  "$PY" - "$OUT/${mode}_$1.jsonl" "$WARMUP" "$mode" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"event"' not in l]
 kept = rows[int(sys.argv[2]):]
 tps = statistics.median(r["tokens_per_s"] for r in kept)
 times = {k: statistics.median(r["times_ms"][k] for r in kept) for k in kept[0]["times_ms"]}
-print(json.dumps({"mode": "zoff", "tokens_per_s": tps, "steps": len(rows), "times_ms": times}))
+print(json.dumps({"mode": sys.argv[3], "tokens_per_s": tps, "steps": len(rows), "times_ms": times}))
 PY
 }
+
+zoff_gloo_round() { zoff_round "$1" zoff_gloo; }
 
 ddp_round() {  # $1: round; prints one JSON line
   local prof=()
@@ -58,5 +65,5 @@ ddp_round() {  # $1: round; prints one JSON line
 one_round() { "${1}_round" "$2"; }  # mode, round
 alternate_rounds "$ROUNDS" one_round
 if [[ "${PROFILE:-0}" == 1 ]]; then
-  echo "profiles (round 1): $OUT/zoff_profile.txt $OUT/ddp_profile.txt"
+  echo "profiles (round 1): $OUT/*_profile.txt"
 fi

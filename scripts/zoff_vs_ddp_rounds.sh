@@ -1,12 +1,12 @@
-# Sourced by the zoff-vs-DDP benchmark scripts: alternate_rounds ROUNDS CMD runs "CMD zoff R"
-# and "CMD ddp R" for R = 1..ROUNDS (each prints one JSON line with "mode" and
-# "tokens_per_s", and optionally "times_ms": phase -> median ms), echoes each round, then the
-# median tokens/s of each mode and their ratio, and the phase times of both side by side.
-# Needs $PY (Debian's python3).
+# Sourced by the zoff-vs-DDP benchmark scripts: alternate_rounds ROUNDS CMD runs "CMD MODE R"
+# for R = 1..ROUNDS and each MODE of $MODES (default "zoff ddp"; a script may offer more, e.g.
+# zoff_gloo). Each prints one JSON line with "mode" and "tokens_per_s", and optionally
+# "times_ms": phase -> median ms. Echoes each round, then the median tokens/s of each mode and
+# its ratio to ddp, and the phase times of all modes side by side. Needs $PY (Debian's python3).
 alternate_rounds() {
   local rounds="$1" cmd="$2" results=() line round mode
   for round in $(seq "$rounds"); do
-    for mode in zoff ddp; do
+    for mode in ${MODES:-zoff ddp}; do
       line=$("$cmd" "$mode" "$round")
       echo "round $round: $line"
       results+=("$line")
@@ -15,17 +15,25 @@ alternate_rounds() {
   printf '%s\n' "${results[@]}" | "$PY" -c '
 import json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin]
-z, d = (statistics.median(r["tokens_per_s"] for r in rows if r["mode"] == m) for m in ("zoff", "ddp"))
-print(f"tokens/s (median of rounds): zoff {z:,.0f}, ddp+autocast {d:,.0f}; ratio zoff/ddp = {z / d:.3f}")
-timed = {m: [r["times_ms"] for r in rows if r["mode"] == m and "times_ms" in r] for m in ("zoff", "ddp")}
-if timed["zoff"] and timed["ddp"]:
+modes = list(dict.fromkeys(r["mode"] for r in rows))
+tps = {m: statistics.median(r["tokens_per_s"] for r in rows if r["mode"] == m) for m in modes}
+d = tps["ddp"]
+print("tokens/s (median of rounds): " + ", ".join(
+    (m if m != "ddp" else "ddp+autocast") + f" {v:,.0f}" for m, v in tps.items()))
+for m in modes:
+    if m != "ddp":
+        print(f"ratio {m}/ddp = {tps[m] / d:.3f}")
+timed = {m: [r["times_ms"] for r in rows if r["mode"] == m and "times_ms" in r] for m in modes}
+if all(timed.values()):
     print("ms per step, rank 0 (median of rounds); zoff parts indented; ddp backward includes its allreduce:")
     order = ["forward", "backward", "backward_reduce", "step", "grad_norm", "optimizer", "allgather"]
-    seen = [k for m in ("zoff", "ddp") for t in timed[m] for k in t]
+    seen = [k for m in modes for t in timed[m] for k in t]
     keys = [k for k in order if k in seen] + [k for k in dict.fromkeys(seen) if k not in order]
     for k in keys:
-        v = [statistics.median(t[k] for t in timed[m] if k in t) if any(k in t for t in timed[m])
-             else None for m in ("zoff", "ddp")]
         name = k if k in ("forward", "backward", "step") else "  " + k
-        print(f"  {name:18} zoff {v[0]:8.1f}   ddp " + (f"{v[1]:8.1f}" if v[1] is not None else "       -"))'
+        cells = []
+        for m in modes:
+            v = [t[k] for t in timed[m] if k in t]
+            cells.append(f"{m} {statistics.median(v):8.1f}" if v else m + " " + "-".rjust(8))
+        print(f"  {name:18} " + "   ".join(cells))'
 }

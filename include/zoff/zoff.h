@@ -32,6 +32,7 @@
 #include "zoff/dist/gloo_comm.h"
 #include "zoff/dist/heartbeat.h"
 #include "zoff/dist/launcher.h"
+#include "zoff/dist/shm_comm.h"
 #include "zoff/dist/single_comm.h"
 #include "zoff/dist/world.h"
 #include "zoff/engine/activation_meter.h"

@@ -1,4 +1,4 @@
-// Argument rules shared by every Comm backend, and the deterministic local sum of a reduce-scatter.
+// Argument rules shared by every Comm backend.
 #include "collective_checks.h"
 
 #include "zoff/core/error.h"
@@ -32,12 +32,6 @@ void check_reducible(torch::ScalarType dtype, const char* op) {
       throw Error(detail::concat(op, ": cannot sum tensors of dtype ", dtype,
                                  "; use fp32, fp64, int8, uint8, int32 or int64"));
   }
-}
-
-torch::ScalarType accumulate_dtype(torch::ScalarType input) {
-  if (input == torch::kDouble) return torch::kDouble;
-  if (c10::isFloatingType(input)) return torch::kFloat;
-  return input;
 }
 
 void check_reduce_scatter(const torch::Tensor& input, const torch::Tensor& output, int size) {
@@ -84,20 +78,6 @@ void check_all_gather(const torch::Tensor& input, const torch::Tensor& output, i
 
 void check_root(int root, int size, const char* op) {
   ZOFF_CHECK(root >= 0 && root < size, op, ": root ", root, " is not a rank of a world of ", size);
-}
-
-void sum_in_rank_order(const torch::Tensor& chunks, int size, torch::Tensor output) {
-  const int64_t n = output.numel();
-  const auto acc_dtype = accumulate_dtype(chunks.scalar_type());
-  auto rows = chunks.view({size, n});
-  // Accumulate straight into the output when it already has the accumulate dtype; else in a
-  // temporary (n elements) that is rounded once into the 16-bit output at the end.
-  torch::Tensor acc = output.scalar_type() == acc_dtype
-                          ? output
-                          : torch::empty({n}, output.options().dtype(acc_dtype));
-  acc.copy_(rows[0]);
-  for (int r = 1; r < size; ++r) acc.add_(rows[r]);
-  if (!acc.is_same(output)) output.copy_(acc);
 }
 
 }  // namespace zoff::dist

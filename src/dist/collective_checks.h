@@ -5,6 +5,8 @@
 
 #include <vector>
 
+#include "rank_order_sum.h"
+
 namespace zoff::dist {
 
 // Checks `tensor` is defined, on the CPU and contiguous; returns it as a 1-D view.
@@ -13,10 +15,6 @@ torch::Tensor flat_view(const torch::Tensor& tensor, const char* op, const char*
 // Gloo sums fp32, fp64 and 8/32/64-bit integers; bf16/fp16 throw zoff::Error pointing at
 // the fp32 route.
 void check_reducible(torch::ScalarType dtype, const char* op);
-
-// The dtype reduce_scatter_sum accumulates in: fp64 for fp64, fp32 for other floating types
-// (bf16/fp16 included), the input's own type for integers.
-torch::ScalarType accumulate_dtype(torch::ScalarType input);
 
 // input: size * n elements; output: n elements of the input's dtype or its accumulate dtype.
 void check_reduce_scatter(const torch::Tensor& input, const torch::Tensor& output, int size);
@@ -30,10 +28,5 @@ void check_reduce_scatter_v(const torch::Tensor& input, const std::vector<int64_
 void check_all_gather(const torch::Tensor& input, const torch::Tensor& output, int size);
 
 void check_root(int root, int size, const char* op);
-
-// output <- chunks[0] + chunks[1] + ... + chunks[size - 1], chunks being `size` rows of
-// output.numel() elements, added left to right in the accumulate dtype. The fixed order makes
-// the result the same bit for bit on every run.
-void sum_in_rank_order(const torch::Tensor& chunks, int size, torch::Tensor output);
 
 }  // namespace zoff::dist

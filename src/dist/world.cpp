@@ -98,17 +98,3 @@ void check_resolvable(const std::string& label, const std::string& host) {
 }
 
 }  // namespace zoff::dist
-
-#include "zoff/dist/gloo_comm.h"
-#include "zoff/dist/single_comm.h"
-
-namespace zoff::dist {
-
-CommPtr init_comm(const WorldInfo& world, std::chrono::milliseconds timeout) {
-  ZOFF_CHECK_ARG(timeout.count() > 0, "init_comm: timeout must be positive, got ", timeout.count(),
-                 " ms");
-  if (world.world_size == 1) return std::make_shared<SingleComm>();
-  return std::make_shared<GlooComm>(world, timeout);
-}
-
-}  // namespace zoff::dist

@@ -275,13 +275,48 @@ std::string self_exe() {
 }
 
 TEST(LaunchedRanks, AllReduceAndReduceScatterAcrossProcesses) {
+  // One host: shared memory by default, Gloo's TCP when asked; the same sums either way.
+  for (const std::string transport : {"shm", "gloo"}) {
+    const auto r = run_zoff({"launch", "-n", "2", "--timeout", "60", "--", self_exe(),
+                             "--gtest_filter=LaunchedRank.Body"},
+                            "ZOFF_TEST_AS_RANK=1 ZOFF_COMM_TRANSPORT=" + transport);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    // 1 + 2 = 3; rank r gets sum over 2 ranks of element 3r of arange(6): 2 * 3r.
+    EXPECT_TRUE(contains(r.out, "[rank 0] RESULT " + transport + " allreduce=3 scatter0=0"))
+        << r.out;
+    EXPECT_TRUE(contains(r.out, "[rank 1] RESULT " + transport + " allreduce=3 scatter0=6"))
+        << r.out;
+  }
+}
+
+// Only does something when started by LaunchedRanks.APeerThatExitsFailsTheCollectiveAtOnce:
+// rank 1 leaves without joining; rank 0's all-reduce (60 s timeout) must notice it has gone.
+TEST(LaunchedRank, PeerExits) {
+  if (std::getenv("ZOFF_TEST_AS_RANK") == nullptr) GTEST_SKIP() << "runs only under zoff launch";
+  const auto world = WorldInfo::from_env();
+  auto comm = init_comm(world, std::chrono::seconds(60));
+  if (world.rank == 1) std::_Exit(0);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    comm->all_reduce_sum(torch::ones({4}))->wait();
+    std::printf("RESULT no error\n");
+  } catch (const Error& e) {
+    std::printf("RESULT after %.1f s: %s\n",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                e.what());
+  }
+  std::fflush(stdout);
+  std::_Exit(0);  // the Gloo mesh lost a peer: skip its teardown
+}
+
+TEST(LaunchedRanks, APeerThatExitsFailsTheCollectiveAtOnce) {
   const auto r = run_zoff({"launch", "-n", "2", "--timeout", "60", "--", self_exe(),
-                           "--gtest_filter=LaunchedRank.Body"},
-                          "ZOFF_TEST_AS_RANK=1");
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  // 1 + 2 = 3; rank r gets sum over 2 ranks of element 3r of arange(6): 2 * 3r.
-  EXPECT_TRUE(contains(r.out, "[rank 0] RESULT gloo allreduce=3 scatter0=0")) << r.out;
-  EXPECT_TRUE(contains(r.out, "[rank 1] RESULT gloo allreduce=3 scatter0=6")) << r.out;
+                           "--gtest_filter=LaunchedRank.PeerExits"},
+                          "ZOFF_TEST_AS_RANK=1 ZOFF_COMM_TRANSPORT=shm");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "all_reduce_sum (shm, rank 0 of 2) failed: rank 1 (pid ")) << r.out;
+  EXPECT_TRUE(contains(r.out, ") has exited")) << r.out;
+  EXPECT_LT(r.seconds, 30.0) << "not the 60 s timeout";
 }
 
 }  // namespace

@@ -26,11 +26,13 @@ inline WorldInfo loopback_world(int rank, int world_size, int port) {
 }
 
 // Calls fn(comm, rank) for every rank in `ranks` (default: all of 0..world_size-1), each on its
-// own thread with a communicator from init_comm on a fresh loopback port. Returns the
+// own thread with a communicator from init_comm(options) on a fresh loopback port (options
+// default to kAuto: shared memory, all ranks being threads of this process). Returns the
 // exception each rank ended with (nullptr if none), indexed like `ranks`.
 inline std::vector<std::exception_ptr> run_ranks(int world_size, std::chrono::milliseconds timeout,
                                                  const std::function<void(Comm&, int)>& fn,
-                                                 std::vector<int> ranks = {}) {
+                                                 std::vector<int> ranks = {},
+                                                 CommOptions options = {}) {
   if (ranks.empty()) {
     for (int r = 0; r < world_size; ++r) ranks.push_back(r);
   }
@@ -40,7 +42,7 @@ inline std::vector<std::exception_ptr> run_ranks(int world_size, std::chrono::mi
   for (size_t i = 0; i < ranks.size(); ++i) {
     threads.emplace_back([&, i] {
       try {
-        auto comm = init_comm(loopback_world(ranks[i], world_size, port), timeout);
+        auto comm = init_comm(loopback_world(ranks[i], world_size, port), timeout, options);
         fn(*comm, ranks[i]);
       } catch (...) {
         errors[i] = std::current_exception();
@@ -52,8 +54,9 @@ inline std::vector<std::exception_ptr> run_ranks(int world_size, std::chrono::mi
 }
 
 // run_ranks for code that must not throw: any rank's exception fails the test.
-inline void run_ranks_ok(int world_size, const std::function<void(Comm&, int)>& fn) {
-  auto errors = run_ranks(world_size, std::chrono::seconds(30), fn);
+inline void run_ranks_ok(int world_size, const std::function<void(Comm&, int)>& fn,
+                         CommOptions options = {}) {
+  auto errors = run_ranks(world_size, std::chrono::seconds(30), fn, {}, options);
   for (size_t r = 0; r < errors.size(); ++r) {
     if (!errors[r]) continue;
     try {

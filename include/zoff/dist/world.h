@@ -27,10 +27,30 @@ struct WorldInfo {
 // master address then fails at once instead of after the rendezvous timeout.
 void check_resolvable(const std::string& label, const std::string& host);
 
+// How the ranks of a job talk once they have met.
+enum class Transport {
+  kAuto,  // shared memory when every rank is on one host, else Gloo (TCP)
+  kShm,   // shared memory or an error
+  kGloo,  // Gloo over TCP, even on one host
+};
+
+struct CommOptions {
+  Transport transport = Transport::kAuto;
+  int64_t shm_slot_bytes = int64_t{2} << 20;  // ShmComm::kDefaultSlotBytes
+
+  // ZOFF_COMM_TRANSPORT = auto (the default), shm or gloo; anything else is a UsageError
+  // naming the value.
+  static CommOptions from_env();
+};
+
 // Joins the job: world size 1 gives a local communicator with no network; otherwise
 // rendezvous through a c10d TCPStore at master_addr:master_port (rank 0 hosts it) and a
-// ProcessGroupGloo. Every wait, including the rendezvous, gives up after `timeout`; a
-// master_addr that does not resolve is a UsageError at once (check_resolvable).
-CommPtr init_comm(const WorldInfo& world, std::chrono::milliseconds timeout);
+// ProcessGroupGloo, and then, when every rank says it is on this host (LOCAL_WORLD_SIZE ==
+// WORLD_SIZE) and the transport allows, a ShmComm over it. If the shared segment cannot be
+// mapped everywhere, kAuto keeps Gloo (rank 0 prints why on stderr) and kShm throws
+// zoff::Error with the reason. Every wait, including the rendezvous, gives up after
+// `timeout`; a master_addr that does not resolve is a UsageError at once (check_resolvable).
+CommPtr init_comm(const WorldInfo& world, std::chrono::milliseconds timeout,
+                  const CommOptions& options = CommOptions::from_env());
 
 }  // namespace zoff::dist
