@@ -1,9 +1,11 @@
-// `zoff bench <what>`: benchmarks against baselines measured in the same run: `optim`, `io`.
+// `zoff bench <what>`: benchmarks against baselines measured in the same run: `optim`, `io`,
+// `comm`.
 #include <cstdint>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "bench_comm.h"
 #include "bench_io.h"
 #include "command.h"
 #include "zoff/core/error.h"
@@ -106,7 +108,8 @@ void add_bench(CLI::App& root, int& exit_code) {
   auto* bench = root.add_subcommand("bench", "measure zoff's kernels against baselines");
   bench->require_subcommand(1);
   add_bench_optim(*bench, exit_code);
-  add_bench_io(*bench, exit_code);  // cmd_bench_io.cpp
+  add_bench_io(*bench, exit_code);    // cmd_bench_io.cpp
+  add_bench_comm(*bench, exit_code);  // cmd_bench_comm.cpp
 }
 
 }  // namespace

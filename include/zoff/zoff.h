@@ -28,6 +28,7 @@
 #include "zoff/data/splitmix64.h"
 #include "zoff/data/synthetic_regression.h"
 #include "zoff/dist/comm.h"
+#include "zoff/dist/comm_bench.h"
 #include "zoff/dist/free_port.h"
 #include "zoff/dist/gloo_comm.h"
 #include "zoff/dist/heartbeat.h"

@@ -319,5 +319,23 @@ TEST(LaunchedRanks, APeerThatExitsFailsTheCollectiveAtOnce) {
   EXPECT_LT(r.seconds, 30.0) << "not the 60 s timeout";
 }
 
+TEST(BenchComm, TimesBothTransportsUnderLaunchAndRefusesASingleProcess) {
+  const auto r = run_zoff({"launch", "-n", "2", "--timeout", "120", "--", ZOFF_EXE, "bench", "comm",
+                           "--numel", "1001", "--repeats", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "[rank 0] {\"world_size\": 2, \"numel\": 1001")) << r.out;
+  for (const char* key : {"\"all_gather\": {\"gloo_ms\": ", "\"reduce_scatter\": {\"gloo_ms\": ",
+                          "\"shm_ms\": ", "\"bytes_per_rank\": 2002"}) {
+    EXPECT_TRUE(contains(r.out, key)) << key << "\n" << r.out;
+  }
+  EXPECT_FALSE(contains(r.out, "[rank 1] {")) << "only rank 0 reports";
+  const auto alone = run_zoff({"bench", "comm"});
+  EXPECT_EQ(alone.exit_code, 2) << alone.err;
+  EXPECT_TRUE(contains(alone.err, "needs 2 or more ranks on one host")) << alone.err;
+  const auto bad = run_zoff({"bench", "comm", "--repeats", "0"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "--repeats 0")) << bad.err;
+}
+
 }  // namespace
 }  // namespace zoff::dist
