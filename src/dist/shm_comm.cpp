@@ -154,37 +154,46 @@ WorkPtr ShmComm::reduce_scatter_sum_v(torch::Tensor input, std::vector<int64_t> 
   State* s = state_.get();
   const int me = rank_;
   const int size = size_;
-  return submit("reduce_scatter_sum", [s, in, out, splits = std::move(split_sizes), longest, me,
-                                       size](const char* op) {
-    const int64_t element = static_cast<int64_t>(in.element_size());
-    // Each round carries up to `per_piece` elements of every piece: piece p at p * per_piece.
-    const int64_t per_piece = s->channel.slot_bytes() / (size * element);
-    std::vector<int64_t> starts(splits.size(), 0);
-    for (size_t p = 1; p < splits.size(); ++p) starts[p] = starts[p - 1] + splits[p - 1];
-    const auto count_at = [&](int p, int64_t lo) {
-      return std::clamp<int64_t>(splits[static_cast<size_t>(p)] - lo, 0, per_piece);
-    };
-    for (int64_t lo = 0; lo < longest; lo += per_piece) {
-      s->round(
-          op,
-          [&](std::byte* mine) {
-            for (int p = 0; p < size; ++p) {
-              std::memcpy(mine + p * per_piece * element,
-                          bytes(in) + (starts[static_cast<size_t>(p)] + lo) * element,
-                          count_at(p, lo) * element);
-            }
-          },
-          [&](const std::vector<const std::byte*>& slots) {
-            const int64_t count = count_at(me, lo);
-            if (count == 0) return;
-            std::vector<torch::Tensor> rows;
-            for (const auto* slot : slots) {
-              rows.push_back(row(slot + me * per_piece * element, count, in.scalar_type()));
-            }
-            sum_rows_in_order(rows, out.narrow(0, lo, count));
-          });
-    }
-  });
+  return submit("reduce_scatter_sum",
+                [s, in, out, splits = std::move(split_sizes), longest, me, size](const char* op) {
+                  const int64_t element = static_cast<int64_t>(in.element_size());
+                  // Each round carries up to `per_piece` elements of every piece: piece p at p *
+                  // per_piece.
+                  const int64_t per_piece = s->channel.slot_bytes() / (size * element);
+                  std::vector<int64_t> starts(splits.size(), 0);
+                  for (size_t p = 1; p < splits.size(); ++p)
+                    starts[p] = starts[p - 1] + splits[p - 1];
+                  const auto count_at = [&](int p, int64_t lo) {
+                    return std::clamp<int64_t>(splits[static_cast<size_t>(p)] - lo, 0, per_piece);
+                  };
+                  const auto piece_at = [&](int p, int64_t lo) -> const std::byte* {
+                    return bytes(in) + (starts[static_cast<size_t>(p)] + lo) * element;
+                  };
+                  for (int64_t lo = 0; lo < longest; lo += per_piece) {
+                    s->round(
+                        op,
+                        [&](std::byte* mine) {
+                          for (int p = 0; p < size; ++p) {
+                            if (p == me)
+                              continue;  // my own piece is read from my input, not copied
+                            std::memcpy(mine + p * per_piece * element, piece_at(p, lo),
+                                        count_at(p, lo) * element);
+                          }
+                        },
+                        [&](const std::vector<const std::byte*>& slots) {
+                          const int64_t count = count_at(me, lo);
+                          if (count == 0) return;
+                          std::vector<torch::Tensor> rows;
+                          for (int q = 0; q < size; ++q) {
+                            const std::byte* source =
+                                q == me ? piece_at(me, lo)
+                                        : slots[static_cast<size_t>(q)] + me * per_piece * element;
+                            rows.push_back(row(source, count, in.scalar_type()));
+                          }
+                          sum_rows_in_order(rows, out.narrow(0, lo, count));
+                        });
+                  }
+                });
 }
 
 WorkPtr ShmComm::all_gather(torch::Tensor input, torch::Tensor output) {
