@@ -19,6 +19,7 @@ struct GradReducer::Pending {
   dist::WorkPtr work;
   torch::Tensor staging;  // fp32, the bucket's gradients, rank-major
   torch::Tensor recv;     // stages 1-3: this rank's piece of the sum
+  bool direct = false;    // recv is the bucket's range of reduced_ itself: nothing to move
 };
 
 GradReducer::GradReducer(const partition::ModelLayout& layout, std::vector<torch::Tensor> params,
@@ -251,8 +252,12 @@ void GradReducer::launch(size_t b) {
     bucket_staging_[b] = torch::Tensor();
   }
   // The sum is fp32 whatever the staging dtype (the Comm accumulates 16-bit input in fp32).
-  pending->recv =
-      torch::empty({bucket.shard_size}, pending->staging.options().dtype(torch::kFloat32));
+  // The first micro-batch after zero_grads() has nothing to add to: its sum goes straight
+  // into the shard (no buffer, no add pass, and zero_grads() need not clear the shard).
+  pending->direct = writes_shard_directly() && bucket.shard_size > 0;
+  pending->recv = pending->direct ? reduced_.narrow(0, bucket.shard_offset, bucket.shard_size)
+                                  : torch::empty({bucket.shard_size},
+                                                 pending->staging.options().dtype(torch::kFloat32));
   pending->work =
       comm_->reduce_scatter_sum(pending->staging.narrow(0, 0, bucket.size), pending->recv);
   in_flight_.push_back(std::move(pending));
@@ -267,7 +272,7 @@ void GradReducer::drain_one() {
     pending->work->wait();
   }
   const auto& bucket = buckets_[pending->bucket];
-  if (pending->recv.defined() && bucket.shard_size > 0) {
+  if (pending->recv.defined() && bucket.shard_size > 0 && !pending->direct) {
     auto piece = pending->recv.to(options_.shard_device, /*non_blocking=*/true);
     if (options_.shard_sink) {
       options_.shard_sink(bucket.shard_offset, piece, fresh_);
@@ -321,10 +326,19 @@ void GradReducer::abort_backward() {
 
 torch::Tensor GradReducer::reduced_grads() { return reduced_; }
 
+// Stages 2, 3 with the shard in this process's memory (no sink), before any micro-batch of
+// this step was reduced: the collective's output can be the shard itself.
+bool GradReducer::writes_shard_directly() const {
+  return fresh_ && options_.mode == GradMode::kReduceScatterEveryMicroBatch &&
+         !options_.shard_sink && reduced_owned_ && reduced_.device().is_cpu();
+}
+
 void GradReducer::zero_grads() {
   fresh_ = true;
   if (full_grads_) full_grads_->flat().zero_();
-  if (reduced_owned_) reduced_.zero_();
+  // A shard written directly is overwritten bucket by bucket by the next backward: every
+  // bucket is launched (end_backward launches those no gradient reached), so all of it.
+  if (reduced_owned_ && !writes_shard_directly()) reduced_.zero_();
 }
 
 size_t GradReducer::full_grad_bytes() const { return full_grads_ ? full_grads_->bytes() : 0; }

@@ -2,6 +2,7 @@
 // LibTorch's ops and the engine's phases; bad values are one line, exit 2.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "cli_test_support.h"
@@ -31,7 +32,11 @@ TrainJob profile_job(const TempDir& dir, int64_t steps, std::vector<std::string>
 TEST(TrainProfile, WritesATableOfOpsAndEnginePhasesPerStep) {
   TempDir dir;
   const std::string table = dir.file("profile.txt");
+  // Over Gloo the wait for the reduce-scatter is long enough to rank among the table's rows;
+  // over shared memory (the default on one host) the tiny model's wait is a few microseconds.
+  setenv("ZOFF_COMM_TRANSPORT", "gloo", 1);
   auto r = run_train(profile_job(dir, 6, {"--profile", table, "--profile-steps", "2"}));
+  unsetenv("ZOFF_COMM_TRANSPORT");
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const auto lines = lines_of(read_text(table));
   ASSERT_GT(lines.size(), 10u) << read_text(table);

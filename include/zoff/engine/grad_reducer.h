@@ -80,7 +80,8 @@ class GradReducer {
   // whole padded flat buffer, stages 1-3 this rank's shard space; undefined with a
   // shard_sink.
   torch::Tensor reduced_grads();
-  // Zeroes the kept gradients after the optimizer step.
+  // Zeroes the kept gradients after the optimizer step. The owned shard of stages 2, 3 is not
+  // cleared: the next backward's first reduction writes every bucket's range of it anew.
   void zero_grads();
 
   // Bytes of gradients kept on the compute device (stages 0, 1: the full fp32 buffer) and
@@ -99,6 +100,7 @@ class GradReducer {
   void launch(size_t bucket);
   void permute_rank_major(const partition::UnitBucket& bucket, const torch::Tensor& staging);
   void drain_one();
+  bool writes_shard_directly() const;
   void drain_finished();
   torch::Tensor acquire_staging();
 
@@ -120,7 +122,7 @@ class GradReducer {
   // 2, 3: the owned shard.
   torch::Tensor reduced_;
   bool reduced_owned_ = false;
-  bool fresh_ = true;       // shard_sink: no micro-batch reduced since zero_grads()
+  bool fresh_ = true;       // no micro-batch reduced since zero_grads(): replace, not add
   size_t next_launch_ = 0;  // stages 0, 1: buckets before it were launched
   std::vector<torch::Tensor> free_staging_;
   std::vector<std::unique_ptr<Pending>> in_flight_;
