@@ -76,7 +76,8 @@ inline double rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 // Calls fn(comm, rank) on one thread per rank, each with its own Gloo group.
-inline void run_ranks(int world, const std::function<void(dist::CommPtr, int)>& fn) {
+inline void run_ranks(int world, const std::function<void(dist::CommPtr, int)>& fn,
+                      const dist::CommOptions& options = {}) {
   const int port = dist::pick_free_port();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(static_cast<size_t>(world));
@@ -89,7 +90,7 @@ inline void run_ranks(int world, const std::function<void(dist::CommPtr, int)>& 
         w.local_rank = r;
         w.local_world_size = world;
         w.master_port = port;
-        fn(dist::init_comm(w, std::chrono::seconds(60)), r);
+        fn(dist::init_comm(w, std::chrono::seconds(60), options), r);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
       }
