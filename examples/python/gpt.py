@@ -36,9 +36,13 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         hs = C // self.n_head
         q, k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
-        att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        att = torch.softmax(att.masked_fill(future, float("-inf")), -1)
+        # Scores plus the causal mask (-inf above the diagonal) in one baddbmm, as the C++
+        # gpt: faster than matmul, scale and masked_fill, and no mask to apply in backward.
+        future = torch.full((T, T), float("-inf"), dtype=q.dtype, device=x.device).triu(1)
+        att = torch.baddbmm(future, q.reshape(B * self.n_head, T, hs),
+                            k.reshape(B * self.n_head, T, hs).transpose(1, 2),
+                            alpha=1.0 / math.sqrt(hs))
+        att = torch.softmax(att.view(B, self.n_head, T, T), -1)
         y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
         return self.proj(y)
 
