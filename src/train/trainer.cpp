@@ -12,6 +12,7 @@
 #include <iostream>
 #include <utility>
 
+#include "stepper.h"
 #include "zoff/checkpoint/checkpoint.h"
 #include "zoff/checkpoint/load_module.h"
 #include "zoff/checkpoint/safetensors_reader.h"
@@ -42,118 +43,6 @@ using engine::ms_since;
 
 // --heartbeat-timeout beyond a day is a typo, not a wish (the collectives give up sooner).
 constexpr int64_t kMaxHeartbeatTimeoutS = 86400;
-
-// What the loop needs from whoever owns the model states: the engine or plain LibTorch.
-class Stepper {
- public:
-  virtual ~Stepper() = default;
-  virtual void backward(const torch::Tensor& loss) = 0;
-  virtual engine::StepStats step() = 0;
-  virtual engine::MemoryStats memory() const = 0;
-  // Lands any update still in flight (delayed parameter update). Collective.
-  virtual void synchronize() {}
-  // The engine, or nullptr for the plain-LibTorch reference.
-  virtual engine::ZeroEngine* engine() { return nullptr; }
-};
-
-class EngineStepper : public Stepper {
- public:
-  EngineStepper(std::shared_ptr<torch::nn::Module> module, const config::Config& cfg,
-                dist::CommPtr comm, engine::EngineOptions opts)
-      : engine_(std::move(module), cfg, std::move(comm), opts) {}
-  void backward(const torch::Tensor& loss) override { engine_.backward(loss); }
-  void synchronize() override { engine_.synchronize(); }
-  engine::ZeroEngine* engine() override { return &engine_; }
-  engine::StepStats step() override { return engine_.step(); }
-  engine::MemoryStats memory() const override { return engine_.memory(); }
-
- private:
-  engine::ZeroEngine engine_;
-};
-
-// Plain LibTorch: model->parameters(), torch::optim, clip_grad_norm_. No zoff engine.
-class ReferenceStepper : public Stepper {
- public:
-  ReferenceStepper(std::shared_ptr<torch::nn::Module> module, const config::Config& cfg)
-      : module_(std::move(module)), cfg_(cfg), params_(module_->parameters()) {
-    const auto& o = cfg.optimizer;
-    int64_t numel = 0;
-    for (auto& p : params_) numel += p.numel();
-    int states = 0;
-    if (o.type == "adamw") {
-      optimizer_ =
-          std::make_unique<torch::optim::AdamW>(params_, torch::optim::AdamWOptions(o.lr)
-                                                             .betas({o.beta1, o.beta2})
-                                                             .eps(o.eps)
-                                                             .weight_decay(o.weight_decay));
-      states = 2;
-    } else if (o.type == "adam") {
-      optimizer_ = std::make_unique<torch::optim::Adam>(params_, torch::optim::AdamOptions(o.lr)
-                                                                     .betas({o.beta1, o.beta2})
-                                                                     .eps(o.eps)
-                                                                     .weight_decay(o.weight_decay));
-      states = 2;
-    } else if (o.type == "sgd") {
-      optimizer_ = std::make_unique<torch::optim::SGD>(params_, torch::optim::SGDOptions(o.lr)
-                                                                    .momentum(o.momentum)
-                                                                    .dampening(o.dampening)
-                                                                    .nesterov(o.nesterov)
-                                                                    .weight_decay(o.weight_decay));
-      states = o.momentum != 0.0 ? 1 : 0;
-    } else if (o.type == "adagrad") {
-      optimizer_ = std::make_unique<torch::optim::Adagrad>(
-          params_, torch::optim::AdagradOptions(o.lr)
-                       .lr_decay(o.lr_decay)
-                       .weight_decay(o.weight_decay)
-                       .initial_accumulator_value(o.initial_accumulator_value)
-                       .eps(o.eps));
-      states = 1;
-    } else {
-      throw UsageError("optimizer.type = " + o.type + ": unknown");
-    }
-    mem_.compute.params = static_cast<size_t>(numel) * 4;
-    mem_.compute.grads = static_cast<size_t>(numel) * 4;
-    mem_.compute.optim = static_cast<size_t>(numel) * 4 * static_cast<size_t>(states);
-  }
-  void backward(const torch::Tensor& loss) override {
-    const auto start = Clock::now();
-    (loss / static_cast<double>(cfg_.gradient_accumulation_steps)).backward();
-    backward_ms_ += ms_since(start);
-  }
-  engine::StepStats step() override {
-    const auto start = Clock::now();
-    engine::StepStats s;
-    s.times.backward_ms = std::exchange(backward_ms_, 0.0);
-    double sq = 0;
-    for (auto& p : params_) {
-      if (p.grad().defined()) sq += p.grad().to(torch::kFloat64).square().sum().item<double>();
-    }
-    s.grad_norm = std::sqrt(sq);
-    if (cfg_.gradient_clipping > 0) {
-      torch::nn::utils::clip_grad_norm_(params_, cfg_.gradient_clipping);
-    }
-    s.times.grad_norm_ms = ms_since(start);
-    const auto update_start = Clock::now();
-    s.lr = config::lr_at(cfg_.scheduler, cfg_.optimizer.lr, step_);
-    for (auto& group : optimizer_->param_groups()) group.options().set_lr(s.lr);
-    optimizer_->step();
-    optimizer_->zero_grad();
-    s.times.optimizer_ms = ms_since(update_start);
-    s.step = ++step_;
-    s.times.step_ms = ms_since(start);
-    return s;
-  }
-  engine::MemoryStats memory() const override { return mem_; }
-
- private:
-  std::shared_ptr<torch::nn::Module> module_;
-  config::Config cfg_;
-  std::vector<torch::Tensor> params_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  engine::MemoryStats mem_;
-  int64_t step_ = 0;
-  double backward_ms_ = 0.0;  // this step's backward calls so far
-};
 
 // --threads, else ZOFF_NUM_THREADS (as `zoff launch` sets it, parsed by the launcher's own
 // reader), else this process's share of the cores it may run on.
@@ -266,6 +155,9 @@ void check_options(const TrainOptions& o) {
                    "--profile-steps ", o.profile_steps, ": must be >= 1 and leave ",
                    kProfileWarmupSteps, " warm-up steps before it (--steps ", o.steps, ")");
   }
+  ZOFF_CHECK_ARG(!o.reference || (o.save_dir.empty() && o.resume_dir.empty()),
+                 "--reference does not write or read checkpoints");
+  ZOFF_CHECK_ARG(o.save_every == 0 || !o.save_dir.empty(), "--save-every needs --save DIR");
   ZOFF_CHECK_ARG(o.init_from.empty() || o.resume_dir.empty(), "--init-from ", o.init_from,
                  " and --resume ", o.resume_dir,
                  ": give one (a resumed run has its weights from the checkpoint)");
@@ -316,19 +208,31 @@ int64_t resume(engine::ZeroEngine& engine, const TrainOptions& o,
   return start_step;
 }
 
-}  // namespace
-
-TrainSummary run_training(const TrainOptions& o) {
-  check_options(o);
-  const auto world = dist::WorldInfo::from_env();
+// Checks the world against --reference, then sets LibTorch's threads for this rank (before
+// the communicator and the model exist) and returns their number.
+int set_up_threads(const TrainOptions& o, const dist::WorldInfo& world) {
   ZOFF_CHECK_ARG(
       !o.reference || world.world_size == 1,
       "--reference trains plain LibTorch at world size 1, but WORLD_SIZE = ", world.world_size);
   const int threads = pick_threads(o, world);
   torch::set_num_threads(threads);
-  const bool leader = world.rank == 0;
+  return threads;
+}
 
-  auto cfg = config::load_config(o.config_path, world.world_size);
+// The checkpoint identity of this run, checked again on resume.
+checkpoint::CheckpointInfo run_identity(const TrainOptions& o) {
+  checkpoint::CheckpointInfo info;
+  info.model = o.model;
+  info.preset = o.preset;
+  info.context = o.context;
+  info.seed = o.seed;
+  return info;
+}
+
+// The run's config for `world_size` ranks, its warnings printed once (by the leader), and
+// what CPU training cannot do refused.
+config::Config load_run_config(const TrainOptions& o, int world_size, bool leader) {
+  auto cfg = config::load_config(o.config_path, world_size);
   if (leader) {
     for (const auto& w : cfg.warnings) std::fprintf(stderr, "zoff: warning: %s\n", w.c_str());
   }
@@ -338,178 +242,247 @@ TrainSummary run_training(const TrainOptions& o) {
                  "fp16 compute needs a GPU build; use \"bf16\": {\"enabled\": true} on CPU");
   ZOFF_CHECK_ARG(!o.reference || (!cfg.bf16 && cfg.zero.offload_optimizer.device == "none"),
                  "--reference trains plain fp32 LibTorch: drop bf16/offload from the config");
-  auto comm = dist::init_comm(world, std::chrono::seconds(o.comm_timeout_s));
-  std::unique_ptr<dist::Heartbeat> heartbeat;  // destroyed before comm: rank 0's store outlives it
-  if (world.world_size > 1 && o.heartbeat_timeout_s > 0) {
-    heartbeat = std::make_unique<dist::Heartbeat>(
-        world, dist::HeartbeatOptions{std::chrono::seconds(o.heartbeat_timeout_s), {}});
-  }
-  auto task = make_task(
-      {o.model, o.preset, o.seed, o.activation_checkpointing || cfg.activation_checkpointing,
-       cfg.train_micro_batch_size_per_gpu, o.data_path, o.context, defer_model(o), o.layers});
-  unit::ParamInit param_init = task->param_init();
-  if (!o.init_from.empty()) load_initial_weights(*task, o.init_from, &param_init);
-  data::DistributedSampler sampler(task->train_set().size(), cfg.train_batch_size, o.seed);
+  return cfg;
+}
 
-  std::unique_ptr<Stepper> stepper;
-  if (o.reference) {
-    stepper = std::make_unique<ReferenceStepper>(task->module(), cfg);
-  } else {
-    engine::EngineOptions eo;
-    eo.optimizer_backend = o.optimizer_backend == "torch" ? optim::OptimizerBackend::kTorch
-                                                          : optim::OptimizerBackend::kFused;
-    eo.optimizer_threads = threads;
-    eo.param_init = param_init;
-    stepper = std::make_unique<EngineStepper>(task->module(), cfg, comm, eo);
-  }
-  const bool forward_is_collective =
-      stepper->engine() != nullptr && stepper->engine()->gatherer() != nullptr;
-  StepLog log(leader ? o.log_path : "", /*append=*/!o.resume_dir.empty());
-  if (leader) {
-    std::printf(
-        "zoff train: %s%s, %d rank(s), stage %d, %s, global batch %lld (micro %lld x "
-        "accum %lld x ranks %d), %d thread(s)/rank\n",
-        task->name().c_str(), o.preset.empty() ? "" : (" " + o.preset).c_str(), world.world_size,
-        cfg.zero.stage, o.reference ? "plain LibTorch reference" : "zoff engine",
-        static_cast<long long>(cfg.train_batch_size),
-        static_cast<long long>(cfg.train_micro_batch_size_per_gpu),
-        static_cast<long long>(cfg.gradient_accumulation_steps), world.world_size, threads);
-    std::printf("%s", memory_table(stepper->memory()).c_str());
-    if (stepper->engine() != nullptr) print_nvme_tier(*stepper->engine());
-    std::fflush(stdout);
-  }
+// One `zoff train` run. The members are built in declaration order, each from the ones
+// before it; the heartbeat is destroyed before the communicator (rank 0's store outlives it).
+class TrainRun {
+ public:
+  explicit TrainRun(const TrainOptions& o);
+  TrainSummary run();
 
-  const int64_t accum = cfg.gradient_accumulation_steps;
-  const int64_t micro = cfg.train_micro_batch_size_per_gpu;
+ private:
+  std::unique_ptr<Task> build_task();
+  std::unique_ptr<Stepper> build_stepper();
+  void print_banner() const;
+  StepRecord train_step(int64_t step);
+  void report(const StepRecord& rec, bool last);
+  void save_and_evaluate(const StepRecord& rec, bool last);
+  void save_model(int64_t steps);
+
+  const TrainOptions& o_;
+  dist::WorldInfo world_;
+  bool leader_;
+  int threads_;
+  config::Config cfg_;
+  dist::CommPtr comm_;
+  std::unique_ptr<dist::Heartbeat> heartbeat_;
+  unit::ParamInit param_init_;  // set by build_task
+  std::unique_ptr<Task> task_;
+  data::DistributedSampler sampler_;
+  std::unique_ptr<Stepper> stepper_;
+  // Stage 3 gathers units in every forward, a collective: every rank evaluates then.
+  bool forward_is_collective_;
+  StepLog log_;
   // The reference sees world size 1, so it walks every rank's micro-batches itself.
-  const int rank = o.reference ? 0 : world.rank;
-  const int ranks = o.reference ? 1 : world.world_size;
-  // Checkpoints: the run's identity, checked again on resume.
-  checkpoint::CheckpointInfo run_info;
-  run_info.model = o.model;
-  run_info.preset = o.preset;
-  run_info.context = o.context;
-  run_info.seed = o.seed;
-  ZOFF_CHECK_ARG(o.save_every >= 0, "--save-every ", o.save_every, ": must be >= 0");
-  ZOFF_CHECK_ARG(!o.reference || (o.save_dir.empty() && o.resume_dir.empty()),
-                 "--reference does not write or read checkpoints");
-  ZOFF_CHECK_ARG(o.save_every == 0 || !o.save_dir.empty(), "--save-every needs --save DIR");
-  int64_t start_step = 0;
-  if (!o.resume_dir.empty()) start_step = resume(*stepper->engine(), o, run_info, leader);
+  int rank_;
+  int ranks_;
+  checkpoint::CheckpointInfo run_info_;
+  std::unique_ptr<report::ProgressDisplay> progress_;  // the leader's
+};
 
-  std::unique_ptr<report::ProgressDisplay> progress;
-  if (leader) {
+TrainRun::TrainRun(const TrainOptions& o)
+    : o_(o),
+      world_(dist::WorldInfo::from_env()),
+      leader_(world_.rank == 0),
+      threads_(set_up_threads(o, world_)),
+      cfg_(load_run_config(o, world_.world_size, leader_)),
+      comm_(dist::init_comm(world_, std::chrono::seconds(o.comm_timeout_s))),
+      heartbeat_(
+          world_.world_size > 1 && o.heartbeat_timeout_s > 0
+              ? std::make_unique<dist::Heartbeat>(
+                    world_, dist::HeartbeatOptions{std::chrono::seconds(o.heartbeat_timeout_s), {}})
+              : nullptr),
+      task_(build_task()),
+      sampler_(task_->train_set().size(), cfg_.train_batch_size, o.seed),
+      stepper_(build_stepper()),
+      forward_is_collective_(stepper_->engine() != nullptr &&
+                             stepper_->engine()->gatherer() != nullptr),
+      log_(leader_ ? o.log_path : "", /*append=*/!o.resume_dir.empty()),
+      rank_(o.reference ? 0 : world_.rank),
+      ranks_(o.reference ? 1 : world_.world_size),
+      run_info_(run_identity(o)) {
+  if (leader_) {
     report::ProgressOptions po;
-    po.print_every = std::max<int64_t>(1, cfg.steps_per_print);
-    progress = std::make_unique<report::ProgressDisplay>(std::cerr, isatty(STDERR_FILENO) != 0, po);
+    po.print_every = std::max<int64_t>(1, cfg_.steps_per_print);
+    progress_ =
+        std::make_unique<report::ProgressDisplay>(std::cerr, isatty(STDERR_FILENO) != 0, po);
   }
-  const auto t0 = Clock::now();
-  TrainSummary summary;
-  StepSpanProfile profiler(o.profile_path, start_step + kProfileWarmupSteps, o.profile_steps,
-                           leader);
-  for (int64_t step = start_step; step < o.steps; ++step) {
-    profiler.before_step(step);
-    const auto ts = Clock::now();
-    double loss_sum = 0;
-    double forward_ms = 0;  // the task's forward and loss, over the micro-batches
-    for (int64_t k = 0; k < accum; ++k) {
-      auto batch = task->train_set().get(sampler.micro_batch(step, rank, ranks, k, micro));
-      const auto forward_start = Clock::now();
-      auto loss = task->loss(batch);
-      forward_ms += ms_since(forward_start);
-      stepper->backward(loss);
-      loss_sum += loss.item<double>();
-    }
-    const auto stats = stepper->step();
-    auto mean = torch::tensor({loss_sum / static_cast<double>(accum)}, torch::kFloat64);
-    if (ranks > 1) comm->all_reduce_sum(mean)->wait();
-    const double dt = std::chrono::duration<double>(Clock::now() - ts).count();
-    profiler.after_step(step);
-    StepRecord rec;
-    rec.step = stats.step;
-    rec.loss = mean.item<double>() / ranks;
-    rec.lr = stats.lr;
-    rec.grad_norm = stats.grad_norm;
-    rec.skipped = stats.skipped;
-    rec.loss_scale = stats.loss_scale;
-    if (cfg.wall_clock_breakdown) {
-      rec.timed = true;
-      rec.forward_ms = forward_ms;
-      rec.times = stats.times;
-    }
-    rec.samples_per_s = static_cast<double>(cfg.train_batch_size) / dt;
-    rec.tokens_per_s = rec.samples_per_s * static_cast<double>(task->tokens_per_sample());
-    rec.mem = stepper->memory();
-    rec.peak_rss = peak_rss_bytes();
-    ZOFF_CHECK(std::isfinite(rec.loss) || rec.skipped, "step ", rec.step, ": loss is ", rec.loss);
-    log.write_step(rec);
-    summary.final_loss = rec.loss;
-    summary.steps = rec.step;
-    const bool last = step + 1 == o.steps;
-    if (progress) {
-      report::ProgressStep ps;
-      ps.step = rec.step;
-      ps.total_steps = o.steps;
-      ps.loss = rec.loss;
-      ps.lr = rec.lr;
-      ps.samples_per_s = rec.samples_per_s;
-      if (rec.tokens_per_s > 0) ps.tokens_per_s = rec.tokens_per_s;
-      ps.mem_bytes = static_cast<int64_t>(rec.mem.compute.total() + rec.mem.offload.total());
-      progress->update(ps);
-      if (rec.timed && (rec.step % cfg.steps_per_print == 0 || last)) {
-        progress->finish();  // a redrawn progress line ends before the times line
-        std::fprintf(stderr, "%s\n", step_times_line(rec).c_str());
-      }
-    }
-    const bool epoch_end = rec.step % sampler.steps_per_epoch() == 0;
-    const bool eval_now = o.eval_every > 0 ? rec.step % o.eval_every == 0 : epoch_end;
-    const bool save_now =
-        !o.save_dir.empty() && (last || (o.save_every > 0 && rec.step % o.save_every == 0));
-    if (eval_now || last || save_now) stepper->synchronize();
-    if (save_now) {
-      const auto dir = checkpoint::save_checkpoint(*stepper->engine(), o.save_dir, run_info);
-      if (progress) progress->finish();
-      if (leader) std::printf("saved checkpoint %s\n", dir.c_str());
-    }
-    // Stage 3 gathers units in every forward, a collective: every rank evaluates then.
-    if ((leader || forward_is_collective) && (eval_now || last) && !o.no_eval) {
-      const auto metrics = task->evaluate();
-      if (leader && !metrics.empty()) {
-        if (progress) progress->finish();
-        log.write_eval(rec.step, metrics);
-        std::printf("eval at step %lld:", static_cast<long long>(rec.step));
-        for (const auto& [k, v] : metrics) std::printf("  %s %.4f", k.c_str(), v);
-        std::printf("\n");
-        std::fflush(stdout);
-      }
-    }
+}
+
+std::unique_ptr<Task> TrainRun::build_task() {
+  auto task = make_task(
+      {o_.model, o_.preset, o_.seed, o_.activation_checkpointing || cfg_.activation_checkpointing,
+       cfg_.train_micro_batch_size_per_gpu, o_.data_path, o_.context, defer_model(o_), o_.layers});
+  param_init_ = task->param_init();
+  if (!o_.init_from.empty()) load_initial_weights(*task, o_.init_from, &param_init_);
+  return task;
+}
+
+std::unique_ptr<Stepper> TrainRun::build_stepper() {
+  if (o_.reference) return make_reference_stepper(task_->module(), cfg_);
+  engine::EngineOptions eo;
+  eo.optimizer_backend = o_.optimizer_backend == "torch" ? optim::OptimizerBackend::kTorch
+                                                         : optim::OptimizerBackend::kFused;
+  eo.optimizer_threads = threads_;
+  eo.param_init = param_init_;
+  return make_engine_stepper(task_->module(), cfg_, comm_, eo);
+}
+
+void TrainRun::print_banner() const {
+  if (!leader_) return;
+  std::printf(
+      "zoff train: %s%s, %d rank(s), stage %d, %s, global batch %lld (micro %lld x "
+      "accum %lld x ranks %d), %d thread(s)/rank\n",
+      task_->name().c_str(), o_.preset.empty() ? "" : (" " + o_.preset).c_str(), world_.world_size,
+      cfg_.zero.stage, o_.reference ? "plain LibTorch reference" : "zoff engine",
+      static_cast<long long>(cfg_.train_batch_size),
+      static_cast<long long>(cfg_.train_micro_batch_size_per_gpu),
+      static_cast<long long>(cfg_.gradient_accumulation_steps), world_.world_size, threads_);
+  std::printf("%s", memory_table(stepper_->memory()).c_str());
+  if (stepper_->engine() != nullptr) print_nvme_tier(*stepper_->engine());
+  std::fflush(stdout);
+}
+
+// One optimizer step: forward and backward over this rank's micro-batches, the step, and
+// its record (the loss averaged over the micro-batches and the ranks).
+StepRecord TrainRun::train_step(int64_t step) {
+  const auto ts = Clock::now();
+  const int64_t accum = cfg_.gradient_accumulation_steps;
+  double loss_sum = 0;
+  double forward_ms = 0;  // the task's forward and loss, over the micro-batches
+  for (int64_t k = 0; k < accum; ++k) {
+    auto batch = task_->train_set().get(
+        sampler_.micro_batch(step, rank_, ranks_, k, cfg_.train_micro_batch_size_per_gpu));
+    const auto forward_start = Clock::now();
+    auto loss = task_->loss(batch);
+    forward_ms += ms_since(forward_start);
+    stepper_->backward(loss);
+    loss_sum += loss.item<double>();
   }
-  if (progress) progress->finish();
-  summary.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (is_safetensors_path(o.save_model_path)) {
-    check_output_path("--save-model", o.save_model_path);  // it may have appeared meanwhile
+  const auto stats = stepper_->step();
+  auto mean = torch::tensor({loss_sum / static_cast<double>(accum)}, torch::kFloat64);
+  if (ranks_ > 1) comm_->all_reduce_sum(mean)->wait();
+  const double dt = std::chrono::duration<double>(Clock::now() - ts).count();
+  StepRecord rec;
+  rec.step = stats.step;
+  rec.loss = mean.item<double>() / ranks_;
+  rec.lr = stats.lr;
+  rec.grad_norm = stats.grad_norm;
+  rec.skipped = stats.skipped;
+  rec.loss_scale = stats.loss_scale;
+  if (cfg_.wall_clock_breakdown) {
+    rec.timed = true;
+    rec.forward_ms = forward_ms;
+    rec.times = stats.times;
+  }
+  rec.samples_per_s = static_cast<double>(cfg_.train_batch_size) / dt;
+  rec.tokens_per_s = rec.samples_per_s * static_cast<double>(task_->tokens_per_sample());
+  rec.mem = stepper_->memory();
+  rec.peak_rss = peak_rss_bytes();
+  ZOFF_CHECK(std::isfinite(rec.loss) || rec.skipped, "step ", rec.step, ": loss is ", rec.loss);
+  return rec;
+}
+
+// The leader's progress line, and the phase times every steps_per_print steps.
+void TrainRun::report(const StepRecord& rec, bool last) {
+  if (!progress_) return;
+  report::ProgressStep ps;
+  ps.step = rec.step;
+  ps.total_steps = o_.steps;
+  ps.loss = rec.loss;
+  ps.lr = rec.lr;
+  ps.samples_per_s = rec.samples_per_s;
+  if (rec.tokens_per_s > 0) ps.tokens_per_s = rec.tokens_per_s;
+  ps.mem_bytes = static_cast<int64_t>(rec.mem.compute.total() + rec.mem.offload.total());
+  progress_->update(ps);
+  if (rec.timed && (rec.step % cfg_.steps_per_print == 0 || last)) {
+    progress_->finish();  // a redrawn progress line ends before the times line
+    std::fprintf(stderr, "%s\n", step_times_line(rec).c_str());
+  }
+}
+
+// The checkpoint and the evaluation due after this step, if any.
+void TrainRun::save_and_evaluate(const StepRecord& rec, bool last) {
+  const bool epoch_end = rec.step % sampler_.steps_per_epoch() == 0;
+  const bool eval_now = o_.eval_every > 0 ? rec.step % o_.eval_every == 0 : epoch_end;
+  const bool save_now =
+      !o_.save_dir.empty() && (last || (o_.save_every > 0 && rec.step % o_.save_every == 0));
+  if (eval_now || last || save_now) stepper_->synchronize();
+  if (save_now) {
+    const auto dir = checkpoint::save_checkpoint(*stepper_->engine(), o_.save_dir, run_info_);
+    if (progress_) progress_->finish();
+    if (leader_) std::printf("saved checkpoint %s\n", dir.c_str());
+  }
+  if (!(leader_ || forward_is_collective_) || !(eval_now || last) || o_.no_eval) return;
+  const auto metrics = task_->evaluate();
+  if (!leader_ || metrics.empty()) return;
+  if (progress_) progress_->finish();
+  log_.write_eval(rec.step, metrics);
+  std::printf("eval at step %lld:", static_cast<long long>(rec.step));
+  for (const auto& [k, v] : metrics) std::printf("  %s %.4f", k.c_str(), v);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// --save-model: safetensors streamed unit by unit, or LibTorch's archive of the module.
+void TrainRun::save_model(int64_t steps) {
+  if (is_safetensors_path(o_.save_model_path)) {
+    check_output_path("--save-model", o_.save_model_path);  // it may have appeared meanwhile
     const std::map<std::string, std::string> meta{{"format", "pt"},
                                                   {"producer", "zoff"},
-                                                  {"model", o.model},
-                                                  {"preset", o.preset},
-                                                  {"context", std::to_string(o.context)},
-                                                  {"step", std::to_string(summary.steps)}};
-    const uint64_t bytes =
-        save_model_safetensors(stepper->engine(), *task->module(), o.save_model_path, meta, leader);
-    if (leader)
-      std::printf("saved model %s (%llu bytes)\n", o.save_model_path.c_str(),
+                                                  {"model", o_.model},
+                                                  {"preset", o_.preset},
+                                                  {"context", std::to_string(o_.context)},
+                                                  {"step", std::to_string(steps)}};
+    const uint64_t bytes = save_model_safetensors(stepper_->engine(), *task_->module(),
+                                                  o_.save_model_path, meta, leader_);
+    if (leader_)
+      std::printf("saved model %s (%llu bytes)\n", o_.save_model_path.c_str(),
                   static_cast<unsigned long long>(bytes));
-  } else if (!o.save_model_path.empty()) {
+  } else if (!o_.save_model_path.empty()) {
     // with_unit on the root makes every unit whole at stage 3 (and is a no-op otherwise).
-    zoff::with_unit(*task->module(), [&] {
-      if (leader) save_module(*task->module(), o.save_model_path);
+    zoff::with_unit(*task_->module(), [&] {
+      if (leader_) save_module(*task_->module(), o_.save_model_path);
       return torch::Tensor();
     });
   }
-  if ((leader || forward_is_collective) && !o.sample_prompt.empty()) {
-    summary.sample = task->sample(o.sample_prompt, o.sample_tokens, o.seed);
+}
+
+TrainSummary TrainRun::run() {
+  print_banner();
+  int64_t start_step = 0;
+  if (!o_.resume_dir.empty()) start_step = resume(*stepper_->engine(), o_, run_info_, leader_);
+  const auto t0 = Clock::now();
+  TrainSummary summary;
+  StepSpanProfile profiler(o_.profile_path, start_step + kProfileWarmupSteps, o_.profile_steps,
+                           leader_);
+  for (int64_t step = start_step; step < o_.steps; ++step) {
+    profiler.before_step(step);
+    const StepRecord rec = train_step(step);
+    profiler.after_step(step);
+    log_.write_step(rec);
+    summary.final_loss = rec.loss;
+    summary.steps = rec.step;
+    const bool last = step + 1 == o_.steps;
+    report(rec, last);
+    save_and_evaluate(rec, last);
+  }
+  if (progress_) progress_->finish();
+  summary.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  save_model(summary.steps);
+  if ((leader_ || forward_is_collective_) && !o_.sample_prompt.empty()) {
+    summary.sample = task_->sample(o_.sample_prompt, o_.sample_tokens, o_.seed);
   }
   return summary;
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainOptions& o) {
+  check_options(o);  // before any work: a model, a store, a file
+  return TrainRun(o).run();
 }
 
 }  // namespace zoff::train

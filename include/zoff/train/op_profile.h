@@ -31,8 +31,9 @@ class OpProfile {
   void stop(int64_t steps, double wall_seconds);
 
   const std::vector<OpTime>& ops() const { return ops_; }  // by self time, largest first
-  // A text table of the `top` ops with the most self time: per step, in ms and in % of the
-  // step's wall time, then what the listed ops leave of it.
+  // A text table of the `top` ops with the most self time, then the engine's own scopes
+  // (zoff::*) that rank lower, so that zoff's phases always show however small: per step,
+  // in ms and in % of the step's wall time, then what the listed ops leave of it.
   std::string table(size_t top) const;
 
  private:
