@@ -55,12 +55,16 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
 // Counters wrap after 2^32 rounds; comparing the signed difference keeps the order right.
 bool reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
 
-std::string fresh_name() {
+uint64_t random_nonce() {
   std::random_device entropy;
-  const uint64_t tag = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+  return (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+}
+
+// A name no earlier segment of this process had: the pid and the segment's nonce.
+std::string segment_name(uint64_t nonce) {
   char text[64];
   std::snprintf(text, sizeof(text), "/zoff-%d-%016llx", static_cast<int>(getpid()),
-                static_cast<unsigned long long>(tag));
+                static_cast<unsigned long long>(nonce));
   return text;
 }
 
@@ -94,7 +98,8 @@ ShmChannel::ShmChannel(std::string name, void* base, size_t bytes, int rank, int
       bytes_(bytes),
       rank_(rank),
       size_(size),
-      slot_bytes_(slot_bytes) {}
+      slot_bytes_(slot_bytes),
+      read_slots_(static_cast<size_t>(size)) {}
 
 ShmChannel::ShmChannel(ShmChannel&& other) noexcept
     : name_(std::move(other.name_)),
@@ -103,7 +108,9 @@ ShmChannel::ShmChannel(ShmChannel&& other) noexcept
       rank_(other.rank_),
       size_(other.size_),
       slot_bytes_(other.slot_bytes_),
+      nonce_(other.nonce_),
       round_(other.round_),
+      read_slots_(std::move(other.read_slots_)),
       linked_(other.linked_),
       trust_pids_(other.trust_pids_) {
   other.base_ = nullptr;
@@ -115,8 +122,9 @@ ShmChannel::~ShmChannel() {
   if (base_ != nullptr) munmap(base_, bytes_);
 }
 
-ShmChannel ShmChannel::create(int size, int64_t slot_bytes, uint64_t nonce) {
-  const std::string name = fresh_name();
+ShmChannel ShmChannel::create(int size, int64_t slot_bytes) {
+  const uint64_t nonce = random_nonce();
+  const std::string name = segment_name(nonce);
   const size_t bytes = segment_bytes(size, slot_bytes);
   const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   ZOFF_CHECK(fd >= 0, "cannot create shared memory ", name, ": ", std::strerror(errno));
@@ -134,6 +142,7 @@ ShmChannel ShmChannel::create(int size, int64_t slot_bytes, uint64_t nonce) {
   channel.base_ = map_shared(fd, bytes, name);
   std::memset(channel.base_, 0, slots_offset(size));
   channel.header() = Header{nonce, size, slot_bytes};
+  channel.nonce_ = nonce;
   return channel;
 }
 
@@ -153,6 +162,7 @@ ShmChannel ShmChannel::open(const std::string& name, int rank, int size, int64_t
   const Header& h = channel.header();
   ZOFF_CHECK(h.nonce == nonce && h.size == size && h.slot_bytes == slot_bytes, "shared memory ",
              name, " belongs to another job (its header does not match)");
+  channel.nonce_ = nonce;
   return channel;
 }
 
@@ -230,12 +240,11 @@ void ShmChannel::round(const char* op, const Fill& fill, const Read& read,
   PeerLine& me = peer(rank_);
   me.ready.store(s, std::memory_order_release);
   futex_wake_all(me.ready);
-  std::vector<const std::byte*> slots(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     wait_for(peer(r).ready, s, r, op, "fill its slot", timeout, should_stop);
-    slots[static_cast<size_t>(r)] = slot(bank, r);
+    read_slots_[static_cast<size_t>(r)] = slot(bank, r);
   }
-  if (read) read(slots);
+  if (read) read(read_slots_);
   me.done.store(s, std::memory_order_release);
   futex_wake_all(me.done);
   round_ = count;

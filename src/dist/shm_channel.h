@@ -22,12 +22,14 @@ namespace zoff::dist {
 // that has exited.
 class ShmChannel {
  public:
-  // Rank 0 creates the segment under a fresh name; the others open it by that name. `nonce`
-  // is written by the creator and checked by the others, so a namesake segment is refused.
-  static ShmChannel create(int size, int64_t slot_bytes, uint64_t nonce);
+  // Rank 0 creates the segment under a fresh name (its pid and a random nonce); the others
+  // open it by that name. The creator writes the nonce into the segment and the others check
+  // it against nonce() as rank 0 sent it, so a namesake segment is refused.
+  static ShmChannel create(int size, int64_t slot_bytes);
   static ShmChannel open(const std::string& name, int rank, int size, int64_t slot_bytes,
                          uint64_t nonce);
   ShmChannel(ShmChannel&& other) noexcept;
+  uint64_t nonce() const { return nonce_; }
   ShmChannel& operator=(ShmChannel&&) = delete;
   ShmChannel(const ShmChannel&) = delete;
   ~ShmChannel();
@@ -66,7 +68,10 @@ class ShmChannel {
   int rank_ = 0;
   int size_ = 1;
   int64_t slot_bytes_ = 0;
+  uint64_t nonce_ = 0;
   uint64_t round_ = 0;  // rounds completed so far; the same on every rank
+  // The slots a round's reader sees (size_ of them), kept: a round runs every 2 MiB.
+  std::vector<const std::byte*> read_slots_;
   bool linked_ = false;
   bool trust_pids_ = false;
 };

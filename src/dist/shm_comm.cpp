@@ -24,11 +24,6 @@ torch::Tensor row(const std::byte* slot, int64_t numel, torch::ScalarType dtype)
                           torch::TensorOptions().dtype(dtype));
 }
 
-uint64_t random_nonce() {
-  std::random_device entropy;
-  return (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
-}
-
 // Rank 0 creates the segment and tells the others its name and nonce; they open it. Returns
 // the mapped channel, or nothing with the reason this rank has.
 std::optional<ShmChannel> map_segment(Comm& bootstrap, int64_t slot_bytes, std::string* reason) {
@@ -37,12 +32,12 @@ std::optional<ShmChannel> map_segment(Comm& bootstrap, int64_t slot_bytes, std::
   auto message = torch::zeros({kNameBytes + 8}, torch::kByte);
   std::optional<ShmChannel> channel;
   if (rank == 0) {
-    const uint64_t nonce = random_nonce();
-    std::memcpy(bytes(message) + kNameBytes, &nonce, sizeof(nonce));
     try {
-      channel.emplace(ShmChannel::create(size, slot_bytes, nonce));
+      channel.emplace(ShmChannel::create(size, slot_bytes));
       std::memcpy(bytes(message), channel->name().data(),
                   std::min<size_t>(channel->name().size(), kNameBytes - 1));
+      const uint64_t nonce = channel->nonce();
+      std::memcpy(bytes(message) + kNameBytes, &nonce, sizeof(nonce));
     } catch (const Error& e) {
       *reason = e.what();
     }
