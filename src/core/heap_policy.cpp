@@ -1,13 +1,22 @@
-// return_large_frees_to_kernel: a fixed glibc mmap threshold.
+// return_large_frees_to_kernel and keep_freed_memory_for_reuse: glibc's mmap and trim
+// thresholds, fixed.
 #include "zoff/core/heap_policy.h"
 
 #include <cstdlib>  // defines __GLIBC__ on glibc systems
+
+#include "zoff/core/error.h"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 namespace zoff {
+namespace {
+
+constexpr unsigned long kMinThresholdBytes = 64UL << 10;
+constexpr unsigned long kMaxThresholdBytes = 1UL << 30;
+
+}  // namespace
 
 void return_large_frees_to_kernel(unsigned long bytes) {
 #if defined(__GLIBC__)
@@ -15,6 +24,18 @@ void return_large_frees_to_kernel(unsigned long bytes) {
   mallopt(M_MMAP_THRESHOLD, static_cast<int>(bytes));
 #else
   (void)bytes;
+#endif
+}
+
+void keep_freed_memory_for_reuse(unsigned long mmap_bytes, unsigned long trim_bytes) {
+  for (const unsigned long bytes : {mmap_bytes, trim_bytes}) {
+    ZOFF_CHECK_ARG(bytes >= kMinThresholdBytes && bytes <= kMaxThresholdBytes,
+                   "keep_freed_memory_for_reuse: ", bytes, " bytes: must be in [",
+                   kMinThresholdBytes, ", ", kMaxThresholdBytes, "]");
+  }
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(mmap_bytes));  // no more dynamic adjustment
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(trim_bytes));
 #endif
 }
 

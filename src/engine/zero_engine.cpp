@@ -71,9 +71,14 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
   deferred_ = std::any_of(plan_.trainable.begin(), plan_.trainable.end(),
                           [](const auto& item) { return unit::is_deferred(item.second); });
   // With the parameters on disk peak RSS is what the run is about: units' buffers go back
-  // to the kernel when released (heap_policy.h; not for in-memory runs, whose speed the
-  // heap's reuse of freed blocks helps).
-  if (config_.zero.offload_param.device == "nvme") return_large_frees_to_kernel();
+  // to the kernel when released. With every model state in memory the step's speed is:
+  // freed activations stay in the heap for the next step (heap_policy.h). A run with only
+  // the optimizer on disk keeps glibc's own policy.
+  if (config_.zero.offload_param.device == "nvme") {
+    return_large_frees_to_kernel();
+  } else if (config_.zero.offload_optimizer.device != "nvme") {
+    keep_freed_memory_for_reuse();
+  }
   for (auto& [name, t] : plan_.trainable) {
     ZOFF_CHECK_ARG(t.scalar_type() == torch::kFloat32, "parameter ", name, " is ", t.scalar_type(),
                    ": hand the engine an fp32 module (it makes the 16-bit copy itself)");
