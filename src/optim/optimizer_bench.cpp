@@ -176,9 +176,16 @@ OptimizerBenchResult run_optimizer_bench(const OptimizerBenchOptions& o) {
       add(result.zoff, type, optimizer_step(*fused[type], type, CopyOut::kNone, pd, gd, nullptr));
     }
     measure_round_robin(o, phase);
-    // Phase 1b: the OpenMP probe, after the others and not among them: libgomp's idle
-    // threads spin for milliseconds after a parallel region (OMP_WAIT_POLICY unset) and
-    // would halve the speed of whatever zoff kernel ran next on the same cores.
+    // Phase 1b: adamw and adam each by itself, then the OpenMP probe by itself, so that the
+    // two are compared on equal terms (OptimizerBenchResult::alone). The probe comes last:
+    // libgomp's idle threads spin for milliseconds after a parallel region
+    // (OMP_WAIT_POLICY unset) and would halve the speed of whatever zoff kernel ran next.
+    for (const char* type : {"adamw", "adam"}) {
+      std::vector<Contestant> one{
+          {&result.alone, type,
+           optimizer_step(*fused[type], type, CopyOut::kNone, pd, gd, nullptr)}};
+      measure_round_robin(o, one);
+    }
     std::vector<Contestant> omp{{&result.probe, "adam_fp32_omp", [&o, pd, gd, &m, &v] {
                                    openmp_stream_probe(pd, gd, m.data(), v.data(), o.params,
                                                        o.threads);
@@ -231,7 +238,7 @@ std::string format_bench_table(const OptimizerBenchResult& r, const std::string&
   os << line;
   std::snprintf(line, sizeof line, "%-17s %12s %7s %8s %12s %11s %14s %12s %11s %11s %9s\n",
                 "kernel", "zoff Gpar/s", "B/par", "GB/s", "torch Gpar/s", "zoff/torch", "probe",
-                "probe Gpar/s", "zoff/probe", "omp Gpar/s", "zoff/omp");
+                "probe Gpar/s", "zoff/probe", "omp Gpar/s", "alone/omp");
   os << line;
   for (const auto& row : rows) {
     const double z = r.zoff.at(row.kernel);
@@ -256,7 +263,7 @@ std::string format_bench_table(const OptimizerBenchResult& r, const std::string&
       const double om = r.probe.at("adam_fp32_omp");
       std::snprintf(buf, sizeof buf, "%.3f", om / 1e9);
       omp_col = buf;
-      std::snprintf(buf, sizeof buf, "%.2fx", z / om);
+      std::snprintf(buf, sizeof buf, "%.2fx", r.alone.at(row.kernel) / om);
       ratio_omp = buf;
     }
     const double bytes = kernel_bytes(row.kernel);
@@ -266,6 +273,13 @@ std::string format_bench_table(const OptimizerBenchResult& r, const std::string&
                   ratio_probe.c_str(), omp_col.c_str(), ratio_omp.c_str());
     os << line;
   }
+  os << "\nalone/omp: zoff's kernel and the OpenMP probe, each measured by itself (zoff alone:";
+  for (const auto& [name, rate] : r.alone) {
+    std::snprintf(line, sizeof line, " %s %.3f", name.c_str(), rate / 1e9);
+    os << line;
+  }
+  os << " G params/s); in the round robin above each kernel's first step of a repetition "
+        "finds its data evicted by the others'.\n";
   return os.str();
 }
 
@@ -288,7 +302,8 @@ std::string format_bench_json(const OptimizerBenchResult& r) {
     bytes += buf;
   }
   return "{\"zoff\": " + object(r.zoff) + ", \"torch\": " + object(r.torch) +
-         ", \"probe\": " + object(r.probe) + ", \"bytes_per_param\": " + bytes + "}}";
+         ", \"probe\": " + object(r.probe) + ", \"alone\": " + object(r.alone) +
+         ", \"bytes_per_param\": " + bytes + "}}";
 }
 
 }  // namespace zoff::optim

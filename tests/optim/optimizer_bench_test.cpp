@@ -27,7 +27,7 @@ OptimizerBenchOptions tiny() {
 
 void expect_bench_keys(const nlohmann::json& j) {
   ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(j.size(), 4u);
+  EXPECT_EQ(j.size(), 5u);
   for (const char* k : {"adamw", "adamw_bf16_out", "adam", "sgd", "adagrad", "adamw_bf16_states",
                         "adamw_int8_states"}) {
     EXPECT_GT(j.at("zoff").at(k).get<double>(), 0.0) << k;
@@ -39,6 +39,10 @@ void expect_bench_keys(const nlohmann::json& j) {
     EXPECT_GT(j.at("probe").at(k).get<double>(), 0.0) << k;
   }
   EXPECT_EQ(j.at("zoff").size(), 7u);
+  for (const char* k : {"adamw", "adam"}) {  // measured by itself, as the OpenMP probe is
+    EXPECT_GT(j.at("alone").at(k).get<double>(), 0.0) << k;
+  }
+  EXPECT_EQ(j.at("alone").size(), 2u);
   // Bytes per parameter: 28 (fp32 states), 20 + 2 (bf16 states), 16 + 2 + scales (int8).
   const auto& bytes = j.at("bytes_per_param");
   EXPECT_EQ(bytes.size(), 7u);
@@ -55,8 +59,8 @@ TEST(OptimizerBench, MeasuresEveryKernelAndFormatsIt) {
   expect_bench_keys(nlohmann::json::parse(format_bench_json(result)));
   const auto table = format_bench_table(result, "zoff bench optim --params 100003");
   for (const char* word : {"zoff bench optim --params 100003", "adamw_bf16_out", "zoff/torch",
-                           "zoff/probe", "zoff/omp", "adam_fp32", "adagrad", "adamw_bf16_states",
-                           "adamw_int8_states", "B/par", "22.00", "18.01"}) {
+                           "zoff/probe", "alone/omp", "zoff alone: adam ", "adam_fp32", "adagrad",
+                           "adamw_bf16_states", "adamw_int8_states", "B/par", "22.00", "18.01"}) {
     EXPECT_NE(table.find(word), std::string::npos) << word << "\n" << table;
   }
 }

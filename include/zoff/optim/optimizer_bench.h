@@ -29,6 +29,10 @@ struct OptimizerBenchResult {
   OptimizerBenchOptions options;
   std::string simd_target;  // Highway target the fused kernels ran with
   std::map<std::string, double> zoff, torch, probe;
+  // adamw and adam measured each by itself, as the OpenMP probe is: in the round robin of
+  // zoff, every kernel's first step of a repetition finds its data evicted by the others'
+  // (at 1M parameters the spans fit in L3 and that first step costs a fifth of the rate).
+  std::map<std::string, double> alone;
 };
 
 // Runs every measurement once, in one process, on the same spans.
@@ -36,8 +40,9 @@ OptimizerBenchResult run_optimizer_bench(const OptimizerBenchOptions& options);
 
 // A table with ratios zoff/torch and zoff/probe, headed by `command_line`.
 std::string format_bench_table(const OptimizerBenchResult& result, const std::string& command_line);
-// Exactly one JSON object: {"zoff": {...}, "torch": {...}, "probe": {...}} in params/s, and
-// "bytes_per_param": {...} the bytes each zoff kernel moves per parameter (the GB/s basis).
+// Exactly one JSON object: {"zoff": {...}, "torch": {...}, "probe": {...}, "alone": {...}} in
+// params/s, and "bytes_per_param": {...} the bytes each zoff kernel moves per parameter (the
+// GB/s basis).
 std::string format_bench_json(const OptimizerBenchResult& result);
 
 }  // namespace zoff::optim
