@@ -73,6 +73,7 @@
 #include "zoff/optim/span_optimizer.h"
 #include "zoff/optim/state_dtype.h"
 #include "zoff/optim/thread_pool.h"
+#include "zoff/optim/torch_optimizer.h"
 #include "zoff/partition/flat_buffer.h"
 #include "zoff/partition/flat_layout.h"
 #include "zoff/partition/model_layout.h"

@@ -16,9 +16,20 @@
 
 #include "shard_optimizer_backends.h"
 #include "zoff/core/error.h"
+#include "zoff/optim/torch_optimizer.h"
 
 namespace zoff::optim::detail {
 namespace {
+
+// Adam's or AdamW's state for n elements, as LibTorch creates it on the first step.
+template <class State>
+std::unique_ptr<State> adam_state(int64_t n) {
+  auto state = std::make_unique<State>();
+  state->step(0);
+  state->exp_avg(torch::zeros({n}));
+  state->exp_avg_sq(torch::zeros({n}));
+  return state;
+}
 
 class TorchShardOptimizer final : public ShardOptimizer {
  public:
@@ -32,58 +43,30 @@ class TorchShardOptimizer final : public ShardOptimizer {
     param_ = torch::zeros({n}, torch::kFloat32);
     std::vector<torch::Tensor> params{param_};
     key_ = c10::guts::to_string(param_.unsafeGetTensorImpl());
+    optimizer_ = make_torch_optimizer(params, o);
+    auto& state = optimizer_->state();
     if (o.type == "adamw") {
-      auto opt = std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(o.lr)
-                                                                   .betas({o.beta1, o.beta2})
-                                                                   .eps(o.eps)
-                                                                   .weight_decay(o.weight_decay));
-      auto state = std::make_unique<torch::optim::AdamWParamState>();
-      state->step(0);
-      state->exp_avg(torch::zeros({n}));
-      state->exp_avg_sq(torch::zeros({n}));
+      state[key_] = adam_state<torch::optim::AdamWParamState>(n);
       names_ = {"exp_avg", "exp_avg_sq"};
-      tensors_ = {state->exp_avg(), state->exp_avg_sq()};
-      opt->state()[key_] = std::move(state);
-      optimizer_ = std::move(opt);
+      const auto& s = static_cast<torch::optim::AdamWParamState&>(*state[key_]);
+      tensors_ = {s.exp_avg(), s.exp_avg_sq()};
     } else if (o.type == "adam") {
-      auto opt = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(o.lr)
-                                                                  .betas({o.beta1, o.beta2})
-                                                                  .eps(o.eps)
-                                                                  .weight_decay(o.weight_decay));
-      auto state = std::make_unique<torch::optim::AdamParamState>();
-      state->step(0);
-      state->exp_avg(torch::zeros({n}));
-      state->exp_avg_sq(torch::zeros({n}));
+      state[key_] = adam_state<torch::optim::AdamParamState>(n);
       names_ = {"exp_avg", "exp_avg_sq"};
-      tensors_ = {state->exp_avg(), state->exp_avg_sq()};
-      opt->state()[key_] = std::move(state);
-      optimizer_ = std::move(opt);
+      const auto& s = static_cast<torch::optim::AdamParamState&>(*state[key_]);
+      tensors_ = {s.exp_avg(), s.exp_avg_sq()};
     } else if (o.type == "sgd") {
-      auto opt = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(o.lr)
-                                                                 .momentum(o.momentum)
-                                                                 .dampening(o.dampening)
-                                                                 .weight_decay(o.weight_decay)
-                                                                 .nesterov(o.nesterov));
       if (o.momentum != 0.0) {
-        auto state = std::make_unique<torch::optim::SGDParamState>();
-        state->momentum_buffer(torch::zeros({n}));
+        auto buffer = std::make_unique<torch::optim::SGDParamState>();
+        buffer->momentum_buffer(torch::zeros({n}));
         names_ = {"momentum_buffer"};
-        tensors_ = {state->momentum_buffer()};
-        opt->state()[key_] = std::move(state);
+        tensors_ = {buffer->momentum_buffer()};
+        state[key_] = std::move(buffer);
       }
-      optimizer_ = std::move(opt);
     } else {
       // LibTorch's Adagrad creates its state (sum = initial_accumulator_value) itself.
-      auto opt = std::make_unique<torch::optim::Adagrad>(
-          params, torch::optim::AdagradOptions(o.lr)
-                      .lr_decay(o.lr_decay)
-                      .weight_decay(o.weight_decay)
-                      .initial_accumulator_value(o.initial_accumulator_value)
-                      .eps(o.eps));
-      auto& state = static_cast<torch::optim::AdagradParamState&>(*opt->state().at(key_));
       names_ = {"sum"};
-      tensors_ = {state.sum()};
-      optimizer_ = std::move(opt);
+      tensors_ = {static_cast<torch::optim::AdagradParamState&>(*state.at(key_)).sum()};
     }
     param_.set_();  // drop the placeholder storage until the first step
   }

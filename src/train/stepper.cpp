@@ -9,6 +9,7 @@
 
 #include "zoff/config/lr_schedule.h"
 #include "zoff/core/error.h"
+#include "zoff/optim/torch_optimizer.h"
 
 namespace zoff::train {
 namespace {
@@ -39,38 +40,11 @@ class ReferenceStepper : public Stepper {
     const auto& o = cfg.optimizer;
     int64_t numel = 0;
     for (auto& p : params_) numel += p.numel();
-    int states = 0;
-    if (o.type == "adamw") {
-      optimizer_ =
-          std::make_unique<torch::optim::AdamW>(params_, torch::optim::AdamWOptions(o.lr)
-                                                             .betas({o.beta1, o.beta2})
-                                                             .eps(o.eps)
-                                                             .weight_decay(o.weight_decay));
-      states = 2;
-    } else if (o.type == "adam") {
-      optimizer_ = std::make_unique<torch::optim::Adam>(params_, torch::optim::AdamOptions(o.lr)
-                                                                     .betas({o.beta1, o.beta2})
-                                                                     .eps(o.eps)
-                                                                     .weight_decay(o.weight_decay));
-      states = 2;
-    } else if (o.type == "sgd") {
-      optimizer_ = std::make_unique<torch::optim::SGD>(params_, torch::optim::SGDOptions(o.lr)
-                                                                    .momentum(o.momentum)
-                                                                    .dampening(o.dampening)
-                                                                    .nesterov(o.nesterov)
-                                                                    .weight_decay(o.weight_decay));
-      states = o.momentum != 0.0 ? 1 : 0;
-    } else if (o.type == "adagrad") {
-      optimizer_ = std::make_unique<torch::optim::Adagrad>(
-          params_, torch::optim::AdagradOptions(o.lr)
-                       .lr_decay(o.lr_decay)
-                       .weight_decay(o.weight_decay)
-                       .initial_accumulator_value(o.initial_accumulator_value)
-                       .eps(o.eps));
-      states = 1;
-    } else {
-      throw UsageError("optimizer.type = " + o.type + ": unknown");
-    }
+    optimizer_ = optim::make_torch_optimizer(params_, o);
+    // fp32 states per parameter: Adam's m and v, SGD's momentum buffer, Adagrad's sum.
+    const int states = o.type == "adamw" || o.type == "adam" ? 2
+                       : o.type == "sgd"                     ? (o.momentum != 0.0 ? 1 : 0)
+                                                             : 1;
     mem_.compute.params = static_cast<size_t>(numel) * 4;
     mem_.compute.grads = static_cast<size_t>(numel) * 4;
     mem_.compute.optim = static_cast<size_t>(numel) * 4 * static_cast<size_t>(states);
