@@ -55,7 +55,7 @@ zoff_gloo_round() { zoff_round "$1" zoff_gloo; }
 ddp_round() {  # $1: round; prints one JSON line
   local prof=()
   [[ "${PROFILE:-0}" == 1 && "$1" == 1 ]] && prof=(--profile "$OUT/ddp_profile.txt" --profile-steps 5)
-  local cmd=("$ZOFF" launch -n 2 -- "$PY" scripts/bench_python.py --mode ddp --preset "$PRESET"
+  local cmd=(env PYTHONPATH="$PWD/$BUILD_DIR/python" "$ZOFF" launch -n 2 -- "$PY" scripts/bench_python.py --mode ddp --preset "$PRESET"
              --steps "$STEPS" --warmup "$WARMUP" --batch "$BATCH" "${prof[@]}")
   echo "+ ${cmd[*]}" >&2
   "${cmd[@]}" > "$OUT/ddp_$1.out" 2>&1 || { cat "$OUT/ddp_$1.out" >&2; exit 1; }

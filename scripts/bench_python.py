@@ -60,25 +60,6 @@ def ddp_steps(a, model, text, world, rank):
         yield {"forward": (t1 - t0) * 1e3, "backward": (t2 - t1) * 1e3, "step": (t3 - t2) * 1e3}
 
 
-def write_profile(path, prof, steps, wall_ms):
-    """Per-op self CPU time per step, largest first: the same columns as zoff train --profile."""
-    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    lines = [f"{steps} steps, {wall_ms:.1f} ms per step (wall)",
-             f"{'op':44} {'calls':>8} {'self ms/step':>12} {'% step':>7} {'total ms/step':>13}"]
-    listed = 0.0
-    for e in rows[:40]:
-        self_ms = e.self_cpu_time_total / 1e3 / steps
-        listed += self_ms
-        lines.append(f"{e.key[:44]:44} {e.count / steps:8.1f} {self_ms:12.2f} "
-                     f"{100 * self_ms / wall_ms:6.1f}% {e.cpu_time_total / 1e3 / steps:13.2f}")
-    lines.append(f"{'(not in the ops above)':44} {'':8} {wall_ms - listed:12.2f} "
-                 f"{100 * (wall_ms - listed) / wall_ms:6.1f}%")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(tmp, path)
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--mode", choices=["zoff", "ddp"], required=True)
@@ -87,8 +68,9 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch", type=int, default=8, help="global batch (sequences)")
     p.add_argument("--stage", type=int, default=2)
-    p.add_argument("--profile", default="", help="ddp: write rank 0's per-op CPU profile of "
-                   "--profile-steps steps after --warmup to this file")
+    p.add_argument("--profile", default="", help="write rank 0's per-op CPU profile of "
+                   "--profile-steps steps after --warmup to this file (zoff.OpProfile, both "
+                   "modes: torch.profiler slows CPU steps down, see its docstring)")
     p.add_argument("--profile-steps", type=int, default=5)
     a = p.parse_args()
     a.block = PRESETS[a.preset]["block_size"]
@@ -107,14 +89,13 @@ def main():
         now = time.perf_counter()
         times.append(now - t)
         if a.profile and i + 1 == a.warmup:  # steps a.warmup .. a.warmup + profile_steps - 1
-            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-            prof.__enter__()
-            profiled_from = time.perf_counter()
+            import zoff
+            prof = zoff.OpProfile(steps=a.profile_steps)
+            prof.start()
         if prof is not None and i + 1 == a.warmup + a.profile_steps:
-            prof.__exit__(None, None, None)
-            wall_ms = (time.perf_counter() - profiled_from) * 1e3 / a.profile_steps
+            prof.stop()
             if rank == 0:
-                write_profile(a.profile, prof, a.profile_steps, wall_ms)
+                prof.write(a.profile)
             prof = None
         t = time.perf_counter()
     if rank == 0:

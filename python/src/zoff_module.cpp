@@ -10,6 +10,7 @@
 #include "py_engine.h"
 #include "reference_run.h"
 #include "zoff/checkpoint/safetensors_export.h"
+#include "zoff/train/op_profile.h"
 
 namespace py = pybind11;
 
@@ -166,6 +167,27 @@ void bind_functions(py::module_& m) {
   });
 }
 
+// zoff.OpProfile's native half: the recorder of zoff train --profile (op_profile.h).
+void bind_op_profile(py::module_& m) {
+  py::class_<train::OpProfile> c(m, "OpProfile");
+  c.def(py::init<>());
+  c.def("start", &train::OpProfile::start);
+  c.def("stop", &train::OpProfile::stop, py::arg("steps"), py::arg("wall_seconds"));
+  c.def("table", &train::OpProfile::table, py::arg("top"));
+  c.def("ops", [](const train::OpProfile& p) {
+    py::list out;
+    for (const auto& t : p.ops()) {
+      py::dict d;
+      d["name"] = t.name;
+      d["calls"] = t.calls;
+      d["self_us"] = t.self_us;
+      d["total_us"] = t.total_us;
+      out.append(d);
+    }
+    return out;
+  });
+}
+
 }  // namespace
 }  // namespace zoff::python
 
@@ -176,4 +198,5 @@ PYBIND11_MODULE(_zoff, m) {
   zoff::python::bind_engine(m);
   zoff::python::bind_functions(m);
   zoff::python::bind_reference_run(m);
+  zoff::python::bind_op_profile(m);
 }

@@ -14,9 +14,10 @@ import torch
 from . import _zoff
 from .config import config_json
 from .engine import ConfigWarning, Engine, StepStats
+from .op_profile import OpProfile
 from .unit_hooks import default_unit_modules
 
-__all__ = ["initialize", "export", "world", "Engine", "StepStats", "ConfigWarning"]
+__all__ = ["initialize", "export", "world", "Engine", "StepStats", "ConfigWarning", "OpProfile"]
 
 _engines = weakref.WeakKeyDictionary()  # model -> its engine: one engine per model
 

@@ -1,7 +1,5 @@
-// OpProfile: LibTorch's legacy (CPU) autograd profiler, folded into per-op self/total time.
+// OpProfile: the op events of op_event_recorder.h, folded into per-op self/total time.
 #include "zoff/train/op_profile.h"
-
-#include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,35 +7,35 @@
 #include <map>
 #include <sstream>
 
+#include "op_event_recorder.h"
 #include "zoff/checkpoint/atomic_file.h"
 #include "zoff/core/error.h"
 
 namespace zoff::train {
 namespace {
 
-namespace prof = torch::autograd::profiler;
-
 // An op whose end has not been seen yet, with the time its callees took.
 struct Open {
-  const prof::LegacyEvent* push;
+  const detail::OpEvent* start;
   double child_us = 0;
 };
 
-// Folds one thread's push/pop events (properly nested on a thread) into `by_name`.
-void fold_thread(const std::vector<prof::LegacyEvent>& events,
+// Folds one thread's start/end events (properly nested on a thread) into `by_name`. An end
+// whose start came before the recording is dropped, as is a start that never ended.
+void fold_thread(const std::vector<detail::OpEvent>& events,
                  std::map<std::string, OpTime>* by_name) {
   std::vector<Open> open;
   std::map<std::string, int> depth;  // open calls per name: a recursive call is not re-added
   for (const auto& e : events) {
-    if (e.kind() == prof::EventKind::PushRange) {
+    if (e.start) {
       open.push_back({&e});
-      ++depth[e.name()];
-    } else if (e.kind() == prof::EventKind::PopRange && !open.empty()) {
+      ++depth[e.name];
+    } else if (!open.empty()) {
       const Open o = open.back();
       open.pop_back();
-      const double us = o.push->cpuElapsedUs(e);
-      OpTime& t = (*by_name)[o.push->name()];
-      t.name = o.push->name();
+      const double us = static_cast<double>(e.ns - o.start->ns) / 1e3;
+      OpTime& t = (*by_name)[o.start->name];
+      t.name = o.start->name;
       ++t.calls;
       t.self_us += us - o.child_us;
       if (--depth[t.name] == 0) t.total_us += us;
@@ -49,19 +47,22 @@ void fold_thread(const std::vector<prof::LegacyEvent>& events,
 }  // namespace
 
 OpProfile::~OpProfile() {
-  if (running_) prof::disableProfilerLegacy();
+  if (!running_) return;
+  try {
+    (void)detail::stop_op_recording();
+  } catch (const std::exception&) {  // running_ means it is running: cannot happen
+  }
 }
 
 void OpProfile::start() {
   ZOFF_CHECK(!running_, "OpProfile::start: already running");
-  prof::enableProfilerLegacy(
-      torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+  detail::start_op_recording();
   running_ = true;
 }
 
 void OpProfile::stop(int64_t steps, double wall_seconds) {
   ZOFF_CHECK(running_, "OpProfile::stop: not running");
-  const auto threads = prof::disableProfilerLegacy();
+  const auto threads = detail::stop_op_recording();
   running_ = false;
   steps_ = std::max<int64_t>(steps, 1);
   wall_seconds_ = wall_seconds;

@@ -1,5 +1,5 @@
-// Where a training step's time goes: LibTorch's profiler on the calling thread over a span
-// of steps, aggregated by op name into a table of self and total CPU time per step.
+// Where a training step's time goes: LibTorch's op callbacks on the calling thread over a
+// span of steps, aggregated by op name into a table of self and total CPU time per step.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +17,11 @@ struct OpTime {
 };
 
 // Records every op (ATen operators, autograd nodes, zoff's phases) that runs on the thread
-// that called start() and the threads LibTorch propagates the profiler to, until stop().
-// One at a time per process.
+// that called start() and the threads LibTorch propagates its thread-local callbacks to,
+// until stop(). Events go to a buffer mapped at start(), outside the heap, so the profiled
+// steps find their memory where unprofiled ones do (LibTorch's profilers do not: see
+// src/train/op_event_recorder.h). One at a time per process: a second start() throws
+// zoff::Error, as does stop() without start().
 class OpProfile {
  public:
   OpProfile() = default;
