@@ -90,34 +90,36 @@ thread_local ThreadBuffer* tls_buffer = nullptr;
 thread_local uint64_t tls_generation = 0;
 
 // The calling thread's buffer of the running recording, made on its first event (the
-// thread that starts the recording gets its buffer then, before any op runs).
-ThreadBuffer& this_thread_buffer() {
+// thread that starts the recording gets its buffer then, before any op runs); null when no
+// recording runs: a thread LibTorch handed the callback to (e.g. Gloo's worker, given the
+// thread-local state of the op that queued its work) may still call it after the stop.
+ThreadBuffer* this_thread_buffer() {
   Recording& r = recording();
   std::lock_guard<std::mutex> lock(r.mutex);
+  if (!r.active) return nullptr;
   if (tls_buffer == nullptr || tls_generation != r.generation) {
     r.buffers.push_back(std::make_unique<ThreadBuffer>());
     tls_buffer = r.buffers.back().get();
     tls_generation = r.generation;
   }
-  return *tls_buffer;
+  return tls_buffer;
 }
 
-ThreadBuffer& buffer() {
+ThreadBuffer* buffer() {
   // The lock only on a thread's first event of a recording; afterwards the thread-locals say
-  // the buffer is current (the generation only changes between recordings).
-  if (tls_buffer != nullptr && tls_generation == recording().generation) return *tls_buffer;
+  // the buffer is current (the generation changes at every start and stop).
+  if (tls_buffer != nullptr && tls_generation == recording().generation) return tls_buffer;
   return this_thread_buffer();
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  ThreadBuffer& b = buffer();
-  b.push(fn.name(), true, now_ns());  // the clock last: the op starts after this callback
+  if (ThreadBuffer* b = buffer()) b->push(fn.name(), true, now_ns());  // the clock last
   return nullptr;
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
   const int64_t ns = now_ns();  // the clock first: the op has ended
-  buffer().push(fn.name(), false, ns);
+  if (ThreadBuffer* b = buffer()) b->push(fn.name(), false, ns);
 }
 
 }  // namespace
@@ -131,7 +133,7 @@ void start_op_recording() {
     ++r.generation;
     r.buffers.clear();
   }
-  (void)this_thread_buffer();
+  (void)this_thread_buffer();  // this thread's buffer now, not inside the first op
   r.handle = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end));
 }
 
