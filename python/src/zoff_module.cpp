@@ -182,6 +182,7 @@ void bind_op_profile(py::module_& m) {
       d["calls"] = t.calls;
       d["self_us"] = t.self_us;
       d["total_us"] = t.total_us;
+      d["other_thread"] = t.other_thread;
       out.append(d);
     }
     return out;

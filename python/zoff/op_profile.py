@@ -48,7 +48,8 @@ class OpProfile:
         return False
 
     def ops(self):
-        """Each op's name, calls, self_us and total_us over all steps, largest self time first."""
+        """Each op's name, calls, self_us and total_us over all steps, and other_thread (it ran
+        on another thread than the one that started the profile), largest self time first."""
         return self._native.ops()
 
     def table(self, top=40):

@@ -27,7 +27,8 @@ struct OpEvent {
 };
 
 // The events of one recording, one list per thread that ran ops, each in the order its
-// thread recorded them (starts and ends nest properly on a thread).
+// thread recorded them (starts and ends nest properly on a thread); the first list is the
+// thread that started the recording.
 using ThreadOpEvents = std::vector<std::vector<OpEvent>>;
 
 // Events each thread's buffer holds before it has to grow (a new mapping twice the size and

@@ -14,6 +14,9 @@
 namespace zoff::train {
 namespace {
 
+// Marks the table's rows of ops that ran on another thread than the one that started.
+constexpr const char* kOtherThreadMark = "bg: ";
+
 // An op whose end has not been seen yet, with the time its callees took.
 struct Open {
   const detail::OpEvent* start;
@@ -22,8 +25,8 @@ struct Open {
 
 // Folds one thread's start/end events (properly nested on a thread) into `by_name`. An end
 // whose start came before the recording is dropped, as is a start that never ended.
-void fold_thread(const std::vector<detail::OpEvent>& events,
-                 std::map<std::string, OpTime>* by_name) {
+void fold_thread(const std::vector<detail::OpEvent>& events, bool other_thread,
+                 std::map<std::pair<bool, std::string>, OpTime>* by_name) {
   std::vector<Open> open;
   std::map<std::string, int> depth;  // open calls per name: a recursive call is not re-added
   for (const auto& e : events) {
@@ -34,8 +37,9 @@ void fold_thread(const std::vector<detail::OpEvent>& events,
       const Open o = open.back();
       open.pop_back();
       const double us = static_cast<double>(e.ns - o.start->ns) / 1e3;
-      OpTime& t = (*by_name)[o.start->name];
+      OpTime& t = (*by_name)[{other_thread, o.start->name}];
       t.name = o.start->name;
+      t.other_thread = other_thread;
       ++t.calls;
       t.self_us += us - o.child_us;
       if (--depth[t.name] == 0) t.total_us += us;
@@ -66,8 +70,8 @@ void OpProfile::stop(int64_t steps, double wall_seconds) {
   running_ = false;
   steps_ = std::max<int64_t>(steps, 1);
   wall_seconds_ = wall_seconds;
-  std::map<std::string, OpTime> by_name;
-  for (const auto& events : threads) fold_thread(events, &by_name);
+  std::map<std::pair<bool, std::string>, OpTime> by_name;
+  for (size_t i = 0; i < threads.size(); ++i) fold_thread(threads[i], i > 0, &by_name);
   ops_.clear();
   for (auto& [name, t] : by_name) ops_.push_back(std::move(t));
   std::sort(ops_.begin(), ops_.end(),
@@ -85,12 +89,15 @@ std::string OpProfile::table(size_t top) const {
                 "% step", "total ms/step");
   os << line;
   double listed_ms = 0;
+  bool other_threads = false;
   for (size_t i = 0; i < ops_.size(); ++i) {
     const OpTime& t = ops_[i];
     if (i >= top && t.name.rfind("zoff::", 0) != 0) continue;
     const double self_ms = t.self_us / 1e3 / static_cast<double>(steps_);
-    listed_ms += self_ms;
-    std::snprintf(line, sizeof line, "%-44.44s %8.1f %12.2f %6.1f%% %13.2f\n", t.name.c_str(),
+    if (!t.other_thread) listed_ms += self_ms;  // other threads run beside the step
+    other_threads = other_threads || t.other_thread;
+    const std::string name = (t.other_thread ? kOtherThreadMark : "") + t.name;
+    std::snprintf(line, sizeof line, "%-44.44s %8.1f %12.2f %6.1f%% %13.2f\n", name.c_str(),
                   static_cast<double>(t.calls) / static_cast<double>(steps_), self_ms,
                   100.0 * self_ms / step_ms, t.total_us / 1e3 / static_cast<double>(steps_));
     os << line;
@@ -98,6 +105,11 @@ std::string OpProfile::table(size_t top) const {
   std::snprintf(line, sizeof line, "%-44s %8s %12.2f %6.1f%%\n", "(not in the ops above)", "",
                 step_ms - listed_ms, 100.0 * (step_ms - listed_ms) / step_ms);
   os << line;
+  if (other_threads) {
+    os << kOtherThreadMark
+       << "ops on other threads (LibTorch's intra-op pool, Gloo's worker), beside this thread's "
+          "step: not counted in the line above\n";
+  }
   return os.str();
 }
 

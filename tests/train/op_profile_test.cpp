@@ -2,6 +2,7 @@
 // not grow the heap, and misuse refused.
 #include "zoff/train/op_profile.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -9,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <string>
 
 #include "zoff/core/error.h"
@@ -46,6 +48,30 @@ TEST(OpProfile, FoldsNestedOpsIntoSelfAndTotalTime) {
   const std::string table = p.table(40);
   EXPECT_EQ(table.rfind("2 steps, 250.0 ms per step (wall)\n", 0), 0u) << table;
   EXPECT_NE(table.find("(not in the ops above)"), std::string::npos);
+}
+
+TEST(OpProfile, OpsOfOtherThreadsAreRowsOfTheirOwnBesideTheStep) {
+  const auto a = torch::randn({128, 128});
+  OpProfile p;
+  p.start();
+  (void)torch::mm(a, a);
+  std::promise<void> done;
+  at::launch([&] {  // LibTorch's inter-op pool, given this thread's thread-local state
+    (void)torch::mm(a, a);
+    (void)torch::mm(a, a);
+    done.set_value();
+  });
+  done.get_future().wait();
+  p.stop(1, 1.0);
+  int main_calls = 0, other_calls = 0;
+  for (const auto& t : p.ops()) {
+    if (t.name == "aten::mm") (t.other_thread ? other_calls : main_calls) += t.calls;
+  }
+  EXPECT_EQ(main_calls, 1) << p.table(40);
+  EXPECT_EQ(other_calls, 2) << p.table(40);
+  const std::string table = p.table(40);
+  EXPECT_NE(table.find("\nbg: aten::mm "), std::string::npos) << table;
+  EXPECT_NE(table.find("\nbg: ops on other threads"), std::string::npos) << table;
 }
 
 // A training-like step on the heap: an MLP's forward and backward, whose activations

@@ -12,8 +12,9 @@ namespace zoff::train {
 struct OpTime {
   std::string name;
   int64_t calls = 0;
-  double self_us = 0;   // inside the op and not inside an op it called
-  double total_us = 0;  // inside the op, the ops it called included (outermost calls only)
+  double self_us = 0;         // inside the op and not inside an op it called
+  double total_us = 0;        // inside the op, the ops it called included (outermost calls only)
+  bool other_thread = false;  // ran on another thread than the one that called start()
 };
 
 // Records every op (ATen operators, autograd nodes, zoff's phases) that runs on the thread
@@ -36,7 +37,9 @@ class OpProfile {
   const std::vector<OpTime>& ops() const { return ops_; }  // by self time, largest first
   // A text table of the `top` ops with the most self time, then the engine's own scopes
   // (zoff::*) that rank lower, so that zoff's phases always show however small: per step,
-  // in ms and in % of the step's wall time, then what the listed ops leave of it.
+  // in ms and in % of the step's wall time, then what the listed ops of the calling thread
+  // leave of it. Ops of other threads are rows of their own, marked "bg: " (with a line
+  // saying so under the table), and not subtracted from the step.
   std::string table(size_t top) const;
 
  private:
