@@ -50,6 +50,20 @@ TEST(OpProfile, FoldsNestedOpsIntoSelfAndTotalTime) {
   EXPECT_NE(table.find("(not in the ops above)"), std::string::npos);
 }
 
+TEST(OpProfile, KeepsEveryEventPastTheFirstBuffer) {
+  auto a = torch::zeros({4});
+  const auto one = torch::ones({4});
+  constexpr int kCalls = 80'000;  // 160,000 events: the buffer of 2^17 grows once
+  OpProfile p;
+  p.start();
+  for (int i = 0; i < kCalls; ++i) a.add_(one);  // one op each (a Scalar would make two)
+  p.stop(1, 1.0);
+  const OpTime* add = find_op(p, "aten::add_");
+  ASSERT_NE(add, nullptr) << p.table(40);
+  EXPECT_EQ(add->calls, kCalls);
+  EXPECT_EQ(a[0].item<float>(), static_cast<float>(kCalls));
+}
+
 TEST(OpProfile, OpsOfOtherThreadsAreRowsOfTheirOwnBesideTheStep) {
   const auto a = torch::randn({128, 128});
   OpProfile p;
