@@ -22,9 +22,9 @@ int64_t now_ns() {
       .count();
 }
 
-// Events in a private anonymous mapping, not in glibc's heap: a buffer made there would
-// take the place of freed activations that the next step reuses (measured: the heap then
-// grows by the buffer's size a few steps later).
+// Events in a private anonymous mapping, not in glibc's heap: the recorder's own memory
+// then never sits among the step's tensors, whatever their sizes and glibc's thresholds
+// (a 12 MiB buffer is below the 32 MiB the engine's heap policy keeps in the heap).
 class MappedEvents {
  public:
   explicit MappedEvents(size_t capacity) : capacity_(capacity) {
