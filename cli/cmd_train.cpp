@@ -89,7 +89,8 @@ void add_train(CLI::App& root, int& exit_code) {
                   "directory (fine-tuning; the optimizer starts fresh)");
   cmd->add_option("--profile", opts->profile_path,
                   "write a per-op CPU profile (self and total ms per step, rank 0's main "
-                  "thread) of --profile-steps steps after 3 warm-up steps to this file");
+                  "thread) of --profile-steps steps after 3 warm-up steps to this file; "
+                  "{rank} in the file name: every rank writes its own");
   cmd->add_option("--profile-steps", opts->profile_steps, "steps --profile covers")
       ->check(whole_number_text<int64_t>(1))
       ->capture_default_str();

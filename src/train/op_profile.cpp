@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -121,8 +123,24 @@ double now_seconds() {
 constexpr size_t kProfileTableRows = 40;
 }  // namespace
 
-StepSpanProfile::StepSpanProfile(std::string path, int64_t first, int64_t count, bool write)
-    : path_(std::move(path)), first_(first), count_(count), write_(write) {}
+std::string rank_profile_path(const std::string& path, int rank) {
+  const std::filesystem::path p(path);
+  ZOFF_CHECK_ARG(p.parent_path().string().find(kRankPlaceholder) == std::string::npos, "--profile ",
+                 path, ": ", kRankPlaceholder, " may only be in the file name, not in a directory");
+  std::string name = p.filename().string();
+  const std::string number = std::to_string(rank);
+  for (size_t at = name.find(kRankPlaceholder); at != std::string::npos;
+       at = name.find(kRankPlaceholder, at + number.size())) {
+    name.replace(at, std::strlen(kRankPlaceholder), number);
+  }
+  return (p.parent_path() / name).string();
+}
+
+StepSpanProfile::StepSpanProfile(const std::string& path, int64_t first, int64_t count, int rank)
+    : path_(path.empty() ? path : rank_profile_path(path, rank)),
+      first_(first),
+      count_(count),
+      write_(rank == 0 || path.find(kRankPlaceholder) != std::string::npos) {}
 
 void StepSpanProfile::before_step(int64_t step) {
   if (path_.empty() || step != first_) return;

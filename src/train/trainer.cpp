@@ -150,7 +150,7 @@ void check_options(const TrainOptions& o) {
                  kMaxHeartbeatTimeoutS, "] seconds (0 = off)");
   if (!o.save_model_path.empty()) check_output_path("--save-model", o.save_model_path);
   if (!o.profile_path.empty()) {
-    check_output_path("--profile", o.profile_path);
+    check_output_path("--profile", rank_profile_path(o.profile_path, 0));  // same directory
     ZOFF_CHECK_ARG(o.profile_steps >= 1 && o.steps >= kProfileWarmupSteps + o.profile_steps,
                    "--profile-steps ", o.profile_steps, ": must be >= 1 and leave ",
                    kProfileWarmupSteps, " warm-up steps before it (--steps ", o.steps, ")");
@@ -457,7 +457,7 @@ TrainSummary TrainRun::run() {
   const auto t0 = Clock::now();
   TrainSummary summary;
   StepSpanProfile profiler(o_.profile_path, start_step + kProfileWarmupSteps, o_.profile_steps,
-                           leader_);
+                           world_.rank);
   for (int64_t step = start_step; step < o_.steps; ++step) {
     profiler.before_step(step);
     const StepRecord rec = train_step(step);

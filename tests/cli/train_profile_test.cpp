@@ -48,6 +48,17 @@ TEST(TrainProfile, WritesATableOfOpsAndEnginePhasesPerStep) {
   EXPECT_FALSE(std::filesystem::exists(table + ".tmp"));
 }
 
+TEST(TrainProfile, ARankPlaceholderGivesEachRankItsOwnTable) {
+  TempDir dir;
+  auto r = run_train(
+      profile_job(dir, 5, {"--profile", dir.file("p.{rank}.txt"), "--profile-steps", "1"}));
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  for (const char* name : {"p.0.txt", "p.1.txt"}) {
+    EXPECT_EQ(read_text(dir.file(name)).rfind("1 steps, ", 0), 0u) << name;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("p.{rank}.txt")));
+}
+
 TEST(TrainProfile, BadValuesAreOneLineAndExitTwo) {
   TempDir dir;
   std::filesystem::create_directories(dir.file("a_dir"));
@@ -56,6 +67,7 @@ TEST(TrainProfile, BadValuesAreOneLineAndExitTwo) {
        {"--profile-steps 4", "--steps 5"}},
       {{"--profile", dir.file("a_dir")}, {"--profile", "a_dir"}},
       {{"--profile", dir.file("p.txt"), "--profile-steps", "0"}, {"--profile-steps", "0"}},
+      {{"--profile", dir.file("{rank}/p.txt")}, {"--profile", "{rank}", "directory"}},
   };
   for (const auto& [flags, named] : cases) {
     auto job = profile_job(dir, 5, flags);

@@ -136,6 +136,13 @@ TEST(OpProfile, ProfiledStepsDoNotGrowTheHeap) {
   EXPECT_EXIT(profile_steps_and_exit_by_heap_growth(), testing::ExitedWithCode(0), "");
 }
 
+TEST(OpProfile, RankPlaceholderIsReplacedInTheFileNameOnly) {
+  EXPECT_EQ(rank_profile_path("out/p.{rank}.txt", 3), "out/p.3.txt");
+  EXPECT_EQ(rank_profile_path("p{rank}_{rank}", 12), "p12_12");
+  EXPECT_EQ(rank_profile_path("out/p.txt", 3), "out/p.txt");
+  EXPECT_THROW(rank_profile_path("r{rank}/p.txt", 0), UsageError);
+}
+
 TEST(OpProfile, MisuseIsRefused) {
   OpProfile p;
   EXPECT_THROW(p.stop(1, 1.0), Error);

@@ -49,11 +49,20 @@ class OpProfile {
   std::vector<OpTime> ops_;
 };
 
+// The placeholder a --profile file name may hold to give each rank its own table.
+constexpr const char* kRankPlaceholder = "{rank}";
+
+// `path` with each "{rank}" of its file name replaced by `rank` (unchanged without one).
+// Throws zoff::UsageError naming the path if a directory part holds "{rank}": every rank
+// writes into the same, checked directory.
+std::string rank_profile_path(const std::string& path, int rank);
+
 // An OpProfile over steps [first, first + count) of a training loop, written as a table to
-// `path` (temp file and rename) when `write`; does nothing when path is empty.
+// rank_profile_path(path, rank) (temp file and rename) by rank 0, or by every rank when the
+// file name holds "{rank}"; does nothing when path is empty.
 class StepSpanProfile {
  public:
-  StepSpanProfile(std::string path, int64_t first, int64_t count, bool write);
+  StepSpanProfile(const std::string& path, int64_t first, int64_t count, int rank);
   void before_step(int64_t step);  // starts at step `first`
   void after_step(int64_t step);   // stops after step first + count - 1 and writes
 
