@@ -7,20 +7,13 @@
 #include <sstream>
 
 #include "zoff/core/error.h"
+#include "zoff/optim/shard_optimizer.h"
 #include "zoff/optim/state_dtype.h"
 
 namespace zoff::estimate {
 namespace {
 
 constexpr size_t kTierAlignment = 4096;  // the nvme tier's O_DIRECT block (offload/tier.h)
-
-// Optimizer states per element (optim/span_optimizer.h): Adam's m and v, SGD's momentum,
-// Adagrad's sum.
-int64_t optimizer_states(const optim::OptimizerOptions& o) {
-  if (o.type == "adam" || o.type == "adamw") return 2;
-  if (o.type == "sgd") return o.momentum != 0.0 ? 1 : 0;
-  return 1;  // adagrad
-}
 
 struct Shape {
   int64_t params = 0;      // trainable elements
@@ -34,7 +27,7 @@ struct Shape {
 Shape shape_of(const config::Config& c, int world, const PlanModel& m) {
   Shape s;
   s.compute = c.bf16 || c.fp16.enabled ? 2 : 4;
-  s.states = optimizer_states(c.optimizer);
+  s.states = optim::optimizer_state_count(c.optimizer);
   s.state_bytes = optim::stored_element_bytes(optim::parse_state_dtype(c.optimizer.state_dtype));
   for (int64_t u : m.unit_elems) {
     const int64_t padded = (u + world - 1) / world * world;  // model_layout: units padded

@@ -73,6 +73,12 @@ void check_step_arguments(const float* params, const float* grads, double lr, Co
 
 }  // namespace detail
 
+int optimizer_state_count(const OptimizerOptions& o) {
+  if (o.type == "adam" || o.type == "adamw") return 2;
+  if (o.type == "sgd") return o.momentum != 0.0 ? 1 : 0;
+  return 1;  // adagrad
+}
+
 std::map<std::string, StoredState> ShardOptimizer::stored_state_buffers() {
   std::map<std::string, StoredState> stored;
   for (auto& [name, ptr] : state_buffers()) {

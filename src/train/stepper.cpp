@@ -41,10 +41,7 @@ class ReferenceStepper : public Stepper {
     int64_t numel = 0;
     for (auto& p : params_) numel += p.numel();
     optimizer_ = optim::make_torch_optimizer(params_, o);
-    // fp32 states per parameter: Adam's m and v, SGD's momentum buffer, Adagrad's sum.
-    const int states = o.type == "adamw" || o.type == "adam" ? 2
-                       : o.type == "sgd"                     ? (o.momentum != 0.0 ? 1 : 0)
-                                                             : 1;
+    const int states = optim::optimizer_state_count(o);  // fp32 each
     mem_.compute.params = static_cast<size_t>(numel) * 4;
     mem_.compute.grads = static_cast<size_t>(numel) * 4;
     mem_.compute.optim = static_cast<size_t>(numel) * 4 * static_cast<size_t>(states);

@@ -33,6 +33,10 @@ struct OptimizerOptions {
   std::string state_dtype = "fp32";
 };
 
+// States the optimizer keeps per parameter element: Adam's and AdamW's exp_avg and exp_avg_sq
+// (2), SGD's momentum buffer (1 with momentum, else 0), Adagrad's sum (1).
+int optimizer_state_count(const OptimizerOptions& options);
+
 // One named state as stored, for checkpoints and tiers: `bytes` bytes at `data` (fp32: the
 // floats; bf16: bf16 bit patterns, uint16 per element; int8: one code per element, int8_t
 // for exp_avg and uint8_t for exp_avg_sq) and, for int8 only, `num_scales` fp32 block
