@@ -21,14 +21,18 @@
 namespace zoff::optim::detail {
 namespace {
 
-// Adam's or AdamW's state for n elements, as LibTorch creates it on the first step.
+// Installs Adam's or AdamW's state for `key`'s n elements, as LibTorch creates it on the
+// first step; returns its exp_avg and exp_avg_sq.
 template <class State>
-std::unique_ptr<State> adam_state(int64_t n) {
+std::vector<torch::Tensor> install_adam_state(torch::optim::Optimizer& optimizer,
+                                              const std::string& key, int64_t n) {
   auto state = std::make_unique<State>();
   state->step(0);
   state->exp_avg(torch::zeros({n}));
   state->exp_avg_sq(torch::zeros({n}));
-  return state;
+  std::vector<torch::Tensor> tensors{state->exp_avg(), state->exp_avg_sq()};
+  optimizer.state()[key] = std::move(state);
+  return tensors;
 }
 
 class TorchShardOptimizer final : public ShardOptimizer {
@@ -45,16 +49,11 @@ class TorchShardOptimizer final : public ShardOptimizer {
     key_ = c10::guts::to_string(param_.unsafeGetTensorImpl());
     optimizer_ = make_torch_optimizer(params, o);
     auto& state = optimizer_->state();
-    if (o.type == "adamw") {
-      state[key_] = adam_state<torch::optim::AdamWParamState>(n);
+    if (o.type == "adamw" || o.type == "adam") {
       names_ = {"exp_avg", "exp_avg_sq"};
-      const auto& s = static_cast<torch::optim::AdamWParamState&>(*state[key_]);
-      tensors_ = {s.exp_avg(), s.exp_avg_sq()};
-    } else if (o.type == "adam") {
-      state[key_] = adam_state<torch::optim::AdamParamState>(n);
-      names_ = {"exp_avg", "exp_avg_sq"};
-      const auto& s = static_cast<torch::optim::AdamParamState&>(*state[key_]);
-      tensors_ = {s.exp_avg(), s.exp_avg_sq()};
+      tensors_ = o.type == "adamw"
+                     ? install_adam_state<torch::optim::AdamWParamState>(*optimizer_, key_, n)
+                     : install_adam_state<torch::optim::AdamParamState>(*optimizer_, key_, n);
     } else if (o.type == "sgd") {
       if (o.momentum != 0.0) {
         auto buffer = std::make_unique<torch::optim::SGDParamState>();
