@@ -139,21 +139,15 @@ void start_op_recording() {
 
 ThreadOpEvents stop_op_recording() {
   Recording& r = recording();
-  ZOFF_CHECK(op_recording_active(), "op recording: none is running");
-  at::removeCallback(r.handle);
   std::lock_guard<std::mutex> lock(r.mutex);
+  ZOFF_CHECK(r.active, "op recording: none is running");
+  at::removeCallback(r.handle);  // calls no callback: safe under the lock they take
   r.active = false;
   ++r.generation;  // threads' buffers are no longer current
   ThreadOpEvents out;
   for (const auto& b : r.buffers) out.push_back(b->take());
   r.buffers.clear();
   return out;
-}
-
-bool op_recording_active() {
-  Recording& r = recording();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return r.active;
 }
 
 }  // namespace zoff::train::detail

@@ -46,7 +46,4 @@ void start_op_recording();
 // none is running.
 ThreadOpEvents stop_op_recording();
 
-// Whether a recording is running.
-bool op_recording_active();
-
 }  // namespace zoff::train::detail
