@@ -9,6 +9,7 @@
 #include "process_comm.h"
 #include "py_engine.h"
 #include "reference_run.h"
+#include "zoff/checkpoint/atomic_file.h"
 #include "zoff/checkpoint/safetensors_export.h"
 #include "zoff/train/op_profile.h"
 
@@ -174,6 +175,12 @@ void bind_op_profile(py::module_& m) {
   c.def("start", &train::OpProfile::start);
   c.def("stop", &train::OpProfile::stop, py::arg("steps"), py::arg("wall_seconds"));
   c.def("table", &train::OpProfile::table, py::arg("top"));
+  c.def(  // as train --profile writes its table
+      "write",
+      [](const train::OpProfile& p, const std::string& path, size_t top) {
+        checkpoint::write_file_atomically(path, p.table(top));
+      },
+      py::arg("path"), py::arg("top"));
   c.def("ops", [](const train::OpProfile& p) {
     py::list out;
     for (const auto& t : p.ops()) {

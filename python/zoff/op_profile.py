@@ -1,5 +1,4 @@
 """zoff.OpProfile: where a span of training steps goes, op by op (zoff train --profile's table)."""
-import os
 import time
 
 from . import _zoff
@@ -58,8 +57,6 @@ class OpProfile:
         return self._native.table(int(top))
 
     def write(self, path, top=40):
-        """Writes table(top) to `path` (a temporary name, then renamed)."""
-        tmp = f"{path}.tmp"
-        with open(tmp, "w") as f:
-            f.write(self.table(top))
-        os.replace(tmp, path)
+        """Writes table(top) to `path` (a temporary name, then renamed), as zoff train
+        --profile does."""
+        self._native.write(str(path), int(top))
