@@ -8,9 +8,11 @@
 #include <malloc.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <memory>
 #include <string>
 
 #include "zoff/core/error.h"
@@ -69,13 +71,15 @@ TEST(OpProfile, OpsOfOtherThreadsAreRowsOfTheirOwnBesideTheStep) {
   OpProfile p;
   p.start();
   (void)torch::mm(a, a);
-  std::promise<void> done;
-  at::launch([&] {  // LibTorch's inter-op pool, given this thread's thread-local state
+  // The task owns what it uses, so a timed-out wait leaves it nothing dangling.
+  auto done = std::make_shared<std::promise<void>>();
+  auto finished = done->get_future();
+  at::launch([a, done] {  // LibTorch's inter-op pool, given this thread's thread-local state
     (void)torch::mm(a, a);
     (void)torch::mm(a, a);
-    done.set_value();
+    done->set_value();
   });
-  done.get_future().wait();
+  ASSERT_EQ(finished.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   p.stop(1, 1.0);
   int main_calls = 0, other_calls = 0;
   for (const auto& t : p.ops()) {
