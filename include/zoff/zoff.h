@@ -65,6 +65,7 @@
 #include "zoff/offload/tier.h"
 #include "zoff/optim/aligned_floats.h"
 #include "zoff/optim/compressed_adam.h"
+#include "zoff/optim/gradient_kernels.h"
 #include "zoff/optim/kernels.h"
 #include "zoff/optim/openmp_probe.h"
 #include "zoff/optim/optimizer_bench.h"

@@ -13,6 +13,7 @@
 #include "zoff/core/error.h"
 #include "zoff/core/heap_policy.h"
 #include "zoff/core/process_memory.h"
+#include "zoff/optim/gradient_kernels.h"
 
 namespace zoff::engine {
 namespace {
@@ -477,28 +478,27 @@ bool ZeroEngine::skip_overflowed_step(const torch::Tensor& grads, StepStats* sta
 }
 
 namespace {
-// Elements whose squares are summed at a time by sum_of_squares (256 KiB of fp32).
-constexpr int64_t kSquaresChunk = int64_t{1} << 16;
-
-// The sum of the squares of a flat fp32 tensor, chunk by chunk, accumulated in fp64. Squaring
-// the whole shard at once would allocate a shard-sized temporary every step: fresh pages
-// from the kernel, 18 ms of page faults per step for gpt small's 5.4M-element shard.
-double sum_of_squares(const torch::Tensor& grads) {
-  double total = 0;
-  const int64_t n = grads.numel();
-  for (int64_t at = 0; at < n; at += kSquaresChunk) {
-    total += grads.narrow(0, at, std::min(kSquaresChunk, n - at)).square().sum().item<double>();
-  }
-  return total;
+// The flat fp32 gradient the step reads, as the raw span the gradient kernels take.
+float* gradient_span(const torch::Tensor& grads) {
+  ZOFF_CHECK(grads.scalar_type() == torch::kFloat32 && grads.is_contiguous() && grads.is_cpu(),
+             "the reduced gradient must be a contiguous fp32 tensor in host memory, not ",
+             grads.scalar_type(), " on ", grads.device());
+  return grads.data_ptr<float>();
 }
 }  // namespace
 
-void ZeroEngine::clip_and_measure(const torch::Tensor& grads, StepStats* stats) {
+void ZeroEngine::clip_and_measure(const torch::Tensor& grads, std::optional<double> squares,
+                                  StepStats* stats) {
   // Global gradient norm: the shards are disjoint, so the squares add up across ranks.
-  // Gradients in the tier: summed bucket by bucket as they were written (the same value
-  // up to float rounding of the sum's order).
-  auto sq =
-      torch::tensor({grads_in_tier_ ? grad_squares_ : sum_of_squares(grads)}, torch::kFloat64);
+  // `squares` comes from the pass that averaged the gradients when there was one; gradients
+  // in the tier were summed bucket by bucket as they were written (the same value up to
+  // the rounding of the sum's order).
+  if (!squares) {
+    squares = grads_in_tier_
+                  ? grad_squares_
+                  : optim::sum_squares(gradient_span(grads), static_cast<size_t>(grads.numel()));
+  }
+  auto sq = torch::tensor({*squares}, torch::kFloat64);
   if (stage_ > 0 && comm_->size() > 1) comm_->all_reduce_sum(sq)->wait();
   stats->grad_norm = std::sqrt(sq.item<double>());
   if (config_.gradient_clipping > 0.0) {
@@ -542,16 +542,19 @@ StepStats ZeroEngine::apply_step() {
     RECORD_USER_SCOPE("zoff::wait_reduced_grads");  // the last buckets' reduce-scatter
     grads = reducer_->reduced_grads();
   }
-  if (scaler_) {
-    if (skip_overflowed_step(grads, &stats)) return stats;
-  } else if (comm_->size() > 1 && !overlapping_ && !grads_in_tier_) {
-    // Overlapped: done range by range; gradients in the tier: done as they were written.
-    grads.div_(static_cast<double>(comm_->size()));
-  }
+  if (scaler_ && skip_overflowed_step(grads, &stats)) return stats;
   {
     RECORD_USER_SCOPE("zoff::grad_norm_and_clip");
     const auto norm_start = Clock::now();
-    clip_and_measure(grads, &stats);
+    std::optional<double> squares;
+    if (!scaler_ && comm_->size() > 1 && !overlapping_ && !grads_in_tier_) {
+      // The average over ranks and the norm's squares in one pass. Overlapped: averaged
+      // range by range; gradients in the tier: as they were written; fp16: by the unscale.
+      squares =
+          optim::divide_and_sum_squares(gradient_span(grads), static_cast<size_t>(grads.numel()),
+                                        static_cast<float>(comm_->size()));
+    }
+    clip_and_measure(grads, squares, &stats);
     times_.grad_norm_ms += ms_since(norm_start);
   }
   stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);

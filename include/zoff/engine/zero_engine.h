@@ -7,6 +7,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -191,7 +192,10 @@ class ZeroEngine {
   bool any_overflow(const torch::Tensor& grads);
   StepStats apply_step();  // step() without its timing
   bool skip_overflowed_step(const torch::Tensor& grads, StepStats* stats);
-  void clip_and_measure(const torch::Tensor& grads, StepStats* stats);
+  // The global norm (and clipping) of the step's gradient; `squares`: the local sum of
+  // squares when a pass already computed it.
+  void clip_and_measure(const torch::Tensor& grads, std::optional<double> squares,
+                        StepStats* stats);
   void launch_delayed_update(const torch::Tensor& grads, double lr);
   void update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16);
   void rebuild_compute_from_master();
