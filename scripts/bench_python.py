@@ -28,7 +28,7 @@ def zoff_steps(a, model, text, world, rank):
            # Buckets as in examples/configs/gpt_small_bf16_stage2.json (DDP's default is 25 MB
            # of fp32, 6.25M parameters): DeepSpeed's default 5e8 is one bucket for this model,
            # which leaves the whole reduce-scatter after backward.
-           "zero_optimization": {"stage": a.stage, "offload_optimizer": {"device": "cpu"},
+           "zero_optimization": {"stage": a.stage, "offload_optimizer": {"device": a.offload},
                                  "reduce_bucket_size": 5000000, "overlap_comm": True},
            "bf16": {"enabled": True}}
     engine = zoff.initialize(model=model, config=cfg)
@@ -68,6 +68,8 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch", type=int, default=8, help="global batch (sequences)")
     p.add_argument("--stage", type=int, default=2)
+    p.add_argument("--offload", default="cpu", choices=["none", "cpu"],
+                   help="zoff's zero_optimization.offload_optimizer.device")
     p.add_argument("--profile", default="", help="write rank 0's per-op CPU profile of "
                    "--profile-steps steps after --warmup to this file (zoff.OpProfile, both "
                    "modes: torch.profiler slows CPU steps down, see its docstring)")
