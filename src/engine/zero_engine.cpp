@@ -487,6 +487,20 @@ float* gradient_span(const torch::Tensor& grads) {
 }
 }  // namespace
 
+// The sum of every rank's `local` squares, added in rank order: the fp64 sums of exact
+// squares are not exact, so a transport's own all-reduce order (Gloo's ring) would change the
+// norm's last bits; gathering one number per rank costs the same as reducing it.
+double ZeroEngine::global_squares(double local) const {
+  if (comm_->size() == 1) return local;
+  auto mine = torch::tensor({local}, torch::kFloat64);
+  auto all = torch::empty({comm_->size()}, torch::kFloat64);
+  comm_->all_gather(mine, all)->wait();
+  const double* each = all.data_ptr<double>();
+  double total = 0;
+  for (int64_t r = 0; r < all.numel(); ++r) total += each[r];
+  return total;
+}
+
 void ZeroEngine::clip_and_measure(const torch::Tensor& grads, std::optional<double> squares,
                                   StepStats* stats) {
   // Global gradient norm: the shards are disjoint, so the squares add up across ranks.
@@ -498,9 +512,7 @@ void ZeroEngine::clip_and_measure(const torch::Tensor& grads, std::optional<doub
                   ? grad_squares_
                   : optim::sum_squares(gradient_span(grads), static_cast<size_t>(grads.numel()));
   }
-  auto sq = torch::tensor({*squares}, torch::kFloat64);
-  if (stage_ > 0 && comm_->size() > 1) comm_->all_reduce_sum(sq)->wait();
-  stats->grad_norm = std::sqrt(sq.item<double>());
+  stats->grad_norm = std::sqrt(stage_ > 0 ? global_squares(*squares) : *squares);
   if (config_.gradient_clipping > 0.0) {
     // Same rule as torch::nn::utils::clip_grad_norm_.
     const double coef = config_.gradient_clipping / (stats->grad_norm + 1e-6);

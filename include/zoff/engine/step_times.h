@@ -16,8 +16,8 @@ struct StepTimes {
   double backward_reduce_ms = 0.0;
   // engine.step: the parts below, plus fp16's overflow check and unscale.
   double step_ms = 0.0;
-  // The average over ranks (fused with the norm's squares), the global norm (an all-reduce
-  // of one number) and clipping.
+  // The average over ranks (fused with the norm's squares), the global norm (a gather of one
+  // number per rank) and clipping.
   double grad_norm_ms = 0.0;
   double optimizer_ms = 0.0;  // the update of this rank's shard (its launch, with delayed updates)
   double allgather_ms = 0.0;  // publishing the new parameters: stages 1-2's all-gather

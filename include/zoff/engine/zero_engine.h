@@ -196,6 +196,7 @@ class ZeroEngine {
   // squares when a pass already computed it.
   void clip_and_measure(const torch::Tensor& grads, std::optional<double> squares,
                         StepStats* stats);
+  double global_squares(double local) const;
   void launch_delayed_update(const torch::Tensor& grads, double lr);
   void update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16);
   void rebuild_compute_from_master();
