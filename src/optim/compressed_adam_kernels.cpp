@@ -3,13 +3,11 @@
 // The update is adam_update (kernel_lanes-inl.h), the fp32 kernel's own math; only the loads
 // and stores of m and v differ. Tails shorter than a vector run on one-lane vectors of the
 // same target, so the result of an element does not depend on where a span is cut.
+// First: it sets the SIMD targets every kernel file compiles, before Highway is included.
+#include "simd_targets.h"
 #undef HWY_TARGET_INCLUDE
 // Resolved against the include path (<repo>/include), as in fused_kernels.cpp.
 #define HWY_TARGET_INCLUDE "../src/optim/compressed_adam_kernels.cpp"
-// The same targets as fused_kernels.cpp (simd_dispatch.cpp forces levels by these bits).
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #include <hwy/cache_control.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
@@ -20,7 +18,6 @@
 #include <type_traits>
 
 #include "kernel_lanes-inl.h"
-#include "simd_targets.h"
 #include "zoff/optim/compressed_adam.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -4,14 +4,12 @@
 // updates them in registers, stores them, and (optionally) stores p as bf16/fp16 too. The
 // tail shorter than a full vector runs the same code on one-lane vectors of the same target,
 // so every element gets bit-identical arithmetic however the span is split among threads.
+// First: it sets the SIMD targets every kernel file compiles, before Highway is included.
+#include "simd_targets.h"
 #undef HWY_TARGET_INCLUDE
 // foreach_target.h re-includes this file once per target; the path is resolved against the
 // include path (<repo>/include), which is the only one this file can count on.
 #define HWY_TARGET_INCLUDE "../src/optim/fused_kernels.cpp"
-// AVX-512, AVX2 and scalar only: SSSE3/SSE4 would cost compile time and add no coverage.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -19,7 +17,6 @@
 #include <cstdint>
 
 #include "kernel_lanes-inl.h"
-#include "simd_targets.h"
 #include "zoff/optim/kernels.h"
 
 HWY_BEFORE_NAMESPACE();

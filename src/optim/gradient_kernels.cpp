@@ -1,19 +1,15 @@
 // The gradient kernels of gradient_kernels.h, compiled per SIMD target by Highway.
+// First: it sets the SIMD targets every kernel file compiles, before Highway is included.
+#include "simd_targets.h"
 #undef HWY_TARGET_INCLUDE
 // Resolved against the include path (<repo>/include), as in fused_kernels.cpp.
 #define HWY_TARGET_INCLUDE "../src/optim/gradient_kernels.cpp"
-// The same targets as fused_kernels.cpp (simd_dispatch.cpp forces levels by these bits).
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
-#include "zoff/optim/gradient_kernels.h"
-
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <cstddef>
 
-#include "simd_targets.h"
+#include "zoff/optim/gradient_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace zoff {

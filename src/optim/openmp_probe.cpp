@@ -4,14 +4,11 @@
 // The same Highway targets as fused_kernels.cpp; the parallel loop's outlined body inherits
 // the target attributes of the function it is written in, so each target's loop is that
 // target's code.
+// First: it sets the SIMD targets every kernel file compiles, before Highway is included.
+#include "simd_targets.h"
 #undef HWY_TARGET_INCLUDE
 // Resolved against the include path (<repo>/include), as in fused_kernels.cpp.
 #define HWY_TARGET_INCLUDE "../src/optim/openmp_probe.cpp"
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
-#endif
-#include "zoff/optim/openmp_probe.h"
-
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <omp.h>
@@ -20,7 +17,7 @@
 #include <cstdint>
 
 #include "kernel_lanes-inl.h"
-#include "simd_targets.h"
+#include "zoff/optim/openmp_probe.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace zoff {

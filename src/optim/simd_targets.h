@@ -1,5 +1,13 @@
 // Internal link between the Highway kernels and the dispatch control (not a public header).
+// Each kernel file includes it before any Highway header.
 #pragma once
+
+// The targets every kernel file compiles: AVX-512, AVX2 and scalar. SSSE3/SSE4 would cost
+// compile time and add no coverage; and every file must compile the same set, since
+// simd_dispatch.cpp forces one level for all of them.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
 
 #include <cstdint>
 #include <string>
