@@ -15,8 +15,7 @@ struct AdamCoefficients {
   float beta1 = 0, one_minus_beta1 = 0;  // m = beta1 m + (1 - beta1) g
   float beta2 = 0, one_minus_beta2 = 0;  // v = beta2 v + (1 - beta2) g^2
   float step_size = 0;                   // lr / (1 - beta1^t)
-  float bias_correction2_sqrt = 0;       // sqrt(1 - beta2^t): the reference divides by it
-  float inv_bias_correction2_sqrt = 0;   // 1 / sqrt(1 - beta2^t): the fused kernel multiplies
+  float bias_correction2_sqrt = 0;       // sqrt(1 - beta2^t): every kernel divides by it
   float eps = 0;
   float decay = 1;  // AdamW's decoupled decay factor 1 - lr * weight_decay (1 for Adam)
   float l2 = 0;     // Adam's L2 weight decay added to the gradient (0 for AdamW)
