@@ -130,6 +130,8 @@ HWY_INLINE float reduce_absmax(D d, hn::Vec<D> acc, float s) {
 constexpr size_t kPrefetchAhead = 1024;
 
 // The new m, sqrt(v) and the block's absmax of m and of v, from one int8 block's update.
+// The loop keeps two: a block's update writes one while the previous block's encoding reads
+// the other.
 struct Int8BlockScratch {
   HWY_ALIGN float m[kStateBlock];     // the updated m, fp32 (L1-resident)
   HWY_ALIGN float root[kStateBlock];  // sqrt of the updated v
@@ -137,12 +139,54 @@ struct Int8BlockScratch {
   float v_max = 0.0f;
 };
 
+// A block whose update is done and whose codes are still to be written: its scratch, its
+// codes and the factors of its new scales. x == nullptr: no block is pending.
+struct PendingEncode {
+  const Int8BlockScratch* x = nullptr;
+  int8_t* m_codes = nullptr;
+  uint8_t* v_codes = nullptr;
+  float m_factor = 0.0f;
+  float v_factor = 0.0f;
+  size_t n = 0;
+};
+
+HWY_INLINE PendingEncode pending_encode(const Int8BlockScratch& x, const Int8AdamStates& s,
+                                        size_t begin, size_t n) {
+  return {&x,
+          s.exp_avg + begin,
+          s.exp_avg_sq + begin,
+          signed_code_factor(x.m_max),
+          unsigned_code_factor(x.v_max),
+          n};
+}
+
+// Writes the codes of elements [i, i + Lanes(d)) of a pending block.
+template <class D>
+HWY_INLINE void encode_lanes_at(D d, const PendingEncode& e, size_t i) {
+  encode_signed_lanes(d, hn::LoadU(d, e.x->m + i), hn::Set(d, e.m_factor), e.m_codes + i);
+  encode_unsigned_root_lanes(d, hn::LoadU(d, e.x->root + i), hn::Set(d, e.v_factor), e.v_codes + i);
+}
+
+// Writes the codes of elements [from, e.n) of a pending block (from: a multiple of Lanes(d)).
+HWY_INLINE void finish_encode(const PendingEncode& pending, size_t from) {
+  // A local: a code store (a char type) could otherwise alias the fields and reload them.
+  const PendingEncode e = pending;
+  const hn::ScalableTag<float> d;
+  size_t i = from;
+  for (; i + hn::Lanes(d) <= e.n; i += hn::Lanes(d)) encode_lanes_at(d, e, i);
+  const hn::CappedTag<float, 1> d1;
+  for (; i < e.n; ++i) encode_lanes_at(d1, e, i);
+}
+
 // Decodes, updates and writes p (and its 16-bit copy) for n <= kStateBlock elements from
-// element `begin`; leaves m, sqrt(v) and the absmaxes in `x` for the encoder.
+// element `begin`; leaves m, sqrt(v) and the absmaxes in `x` for the encoder. The previous
+// block's codes are written vector by vector in the same loop: its encoding is all arithmetic
+// on L1 data, so alone it would leave memory idle while this block's loads wait behind it.
 template <CopyOut kOut>
 HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const float* g,
                                   const Int8AdamStates& s, size_t block, size_t begin, size_t n,
-                                  uint16_t* out, Int8BlockScratch& x) {
+                                  uint16_t* out, const PendingEncode& previous,
+                                  Int8BlockScratch& x) {
   // Locals, not loads through `s`: the compiler cannot tell that stores to p do not move them.
   const int8_t* HWY_RESTRICT m_codes = s.exp_avg + begin;
   const uint8_t* HWY_RESTRICT v_codes = s.exp_avg_sq + begin;
@@ -151,7 +195,9 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
   p += begin;
   g += begin;
   if (kOut != CopyOut::kNone) out += begin;
-  auto lanes = [&](auto d, size_t i, auto& m_acc, auto& v_acc) HWY_ATTR {
+  // Inlined by force: GCC would otherwise call it once per vector (three call sites).
+  auto lanes = [&](auto d, size_t i, auto& m_acc, auto& v_acc) HWY_ATTR
+      __attribute__((always_inline)) {
     hwy::Prefetch(p + i + kPrefetchAhead);
     hwy::Prefetch(g + i + kPrefetchAhead);
     hwy::Prefetch(m_codes + i + kPrefetchAhead);
@@ -171,7 +217,20 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
   const hn::ScalableTag<float> d;
   auto m_acc = hn::Zero(d), v_acc = hn::Zero(d);
   size_t i = 0;
-  for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) lanes(d, i, m_acc, v_acc);
+  const PendingEncode prev = previous;  // a local, as `c`: stores cannot move its fields
+  auto vectors = [&](auto encode_previous) HWY_ATTR {
+    for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) {
+      lanes(d, i, m_acc, v_acc);
+      if constexpr (decltype(encode_previous)::value) encode_lanes_at(d, prev, i);
+    }
+  };
+  // A block before the last is whole, so `previous` has at least as many elements as this one.
+  if (prev.x != nullptr) {
+    vectors(std::true_type{});
+    finish_encode(prev, i);
+  } else {
+    vectors(std::false_type{});
+  }
   x.m_max = reduce_absmax(d, m_acc, 0.0f);
   x.v_max = reduce_absmax(d, v_acc, 0.0f);
   const hn::CappedTag<float, 1> d1;  // the tail, one lane at a time
@@ -181,30 +240,6 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
     x.m_max = reduce_absmax(d1, m1, x.m_max);
     x.v_max = reduce_absmax(d1, v1, x.v_max);
   }
-}
-
-// Encodes the block's m and sqrt(v) from `x` into its codes (whose scales are x's absmaxes).
-HWY_INLINE void encode_int8_block(const Int8BlockScratch& x, size_t n, int8_t* HWY_RESTRICT m_codes,
-                                  uint8_t* HWY_RESTRICT v_codes) {
-  const float m_factor = signed_code_factor(x.m_max);
-  const float v_factor = unsigned_code_factor(x.v_max);
-  for_each_block(n, [&](auto d, size_t i) HWY_ATTR {
-    encode_signed_lanes(d, hn::LoadU(d, x.m + i), hn::Set(d, m_factor), m_codes + i);
-    encode_unsigned_root_lanes(d, hn::LoadU(d, x.root + i), hn::Set(d, v_factor), v_codes + i);
-  });
-}
-
-// One int8 block of n <= kStateBlock elements starting at element `begin` of the span: the
-// update pass, then the block's new scales, then the encoding from L1.
-template <CopyOut kOut>
-HWY_INLINE void adam_int8_block(const AdamCoefficients& c, float* p, const float* g,
-                                const Int8AdamStates& s, size_t block, size_t begin, size_t n,
-                                uint16_t* out) {
-  Int8BlockScratch x;
-  update_int8_block<kOut>(c, p, g, s, block, begin, n, out, x);
-  s.exp_avg_scales[block] = x.m_max;
-  s.exp_avg_sq_scales[block] = x.v_max;
-  encode_int8_block(x, n, s.exp_avg + begin, s.exp_avg_sq + begin);
 }
 
 template <CopyOut kOut>
@@ -217,13 +252,23 @@ HWY_NOINLINE void adam_bf16_loop(const AdamCoefficients& coefficients, float* p,
   });
 }
 
+// Block by block: the update pass, then the block's new scales; its codes are written
+// during the next block's update pass (the last block's after the loop).
 template <CopyOut kOut>
 HWY_NOINLINE void adam_int8_loop(const AdamCoefficients& coefficients, float* p, const float* g,
                                  const Int8AdamStates& s, size_t n, uint16_t* out) {
   const AdamCoefficients c = coefficients;  // a local: stores to p cannot change it
+  Int8BlockScratch x[2];
+  PendingEncode pending;
   for (size_t block = 0, begin = 0; begin < n; ++block, begin += kStateBlock) {
-    adam_int8_block<kOut>(c, p, g, s, block, begin, std::min(kStateBlock, n - begin), out);
+    const size_t len = std::min(kStateBlock, n - begin);
+    Int8BlockScratch& current = x[block % 2];
+    update_int8_block<kOut>(c, p, g, s, block, begin, len, out, pending, current);
+    s.exp_avg_scales[block] = current.m_max;
+    s.exp_avg_sq_scales[block] = current.v_max;
+    pending = pending_encode(current, s, begin, len);
   }
+  if (pending.x != nullptr) finish_encode(pending, 0);
 }
 
 // Per-target entry points (the dispatch tables below point at these).
