@@ -126,7 +126,8 @@ HWY_INLINE float reduce_absmax(D d, hn::Vec<D> acc, float s) {
 // Elements ahead that the update pass prefetches (4 KiB of p and of g, 1 KiB of each code
 // array, 2 KiB of the copy-out): the kernel is compute-heavy enough that the hardware
 // prefetcher alone leaves it waiting on memory (at 50M parameters, one thread: 1.62 G
-// params/s without, 1.99 with; 512 to 4096 measured, 1024 best by a few percent).
+// params/s without, 1.99 with; 512 to 4096 measured, 1024 best by a few percent). With the
+// encoding interleaved in the update loop, 2048 was within the noise of 1024 at 50M and 1M.
 constexpr size_t kPrefetchAhead = 1024;
 
 // The new m, sqrt(v) and the block's absmax of m and of v, from one int8 block's update.
