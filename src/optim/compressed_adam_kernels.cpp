@@ -172,11 +172,8 @@ HWY_INLINE void encode_lanes_at(D d, const PendingEncode& e, size_t i) {
 HWY_INLINE void finish_encode(const PendingEncode& pending, size_t from) {
   // A local: a code store (a char type) could otherwise alias the fields and reload them.
   const PendingEncode e = pending;
-  const hn::ScalableTag<float> d;
-  size_t i = from;
-  for (; i + hn::Lanes(d) <= e.n; i += hn::Lanes(d)) encode_lanes_at(d, e, i);
-  const hn::CappedTag<float, 1> d1;
-  for (; i < e.n; ++i) encode_lanes_at(d1, e, i);
+  for_each_block(
+      e.n, [&](auto d, size_t i) HWY_ATTR { encode_lanes_at(d, e, i); }, from);
 }
 
 // Decodes, updates and writes p (and its 16-bit copy) for n <= kStateBlock elements from

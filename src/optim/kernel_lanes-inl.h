@@ -107,13 +107,14 @@ HWY_INLINE void adam_update(D d, const AdamCoefficients& c, V& p, V g, V& m, V& 
   (void)adam_update_root(d, c, p, g, m, v);
 }
 
-// Runs `block` over [0, n): full vectors, then one-lane vectors for the tail. `block(d, i)`
-// handles elements [i, i + Lanes(d)).
+// Runs `block` over [from, n): full vectors, then one-lane vectors for the tail.
+// `block(d, i)` handles elements [i, i + Lanes(d)). `from` is 0 or a multiple of the full
+// vector's lanes, so an element gets the same vector width whatever `from` is.
 template <class Block>
-HWY_INLINE void for_each_block(size_t n, const Block& block) {
+HWY_INLINE void for_each_block(size_t n, const Block& block, size_t from = 0) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  size_t i = 0;
+  size_t i = from;
   for (; i + lanes <= n; i += lanes) block(d, i);
   const hn::CappedTag<float, 1> d1;
   for (; i < n; ++i) block(d1, i);
