@@ -46,6 +46,8 @@ GradReducer::GradReducer(const partition::ModelLayout& layout, std::vector<torch
   bucket_staging_.resize(buckets_.size());
   unit_ready_.assign(layout_.units().size(), 0);
   slot_seen_.assign(layout_.slots().size(), false);
+  slot_staged_.assign(layout_.slots().size(), false);
+  if (options_.mode == GradMode::kReduceScatterEveryMicroBatch) find_bucket_holes();
 
   allocate_grad_buffers();
   register_hooks();
@@ -125,6 +127,7 @@ void GradReducer::begin_backward(bool boundary) {
   std::fill(bucket_launched_.begin(), bucket_launched_.end(), false);
   std::fill(unit_ready_.begin(), unit_ready_.end(), 0);
   std::fill(slot_seen_.begin(), slot_seen_.end(), false);
+  std::fill(slot_staged_.begin(), slot_staged_.end(), false);
   next_launch_ = 0;
 }
 
@@ -196,20 +199,66 @@ void GradReducer::stage_grad(size_t slot, const torch::Tensor& grad) {
              "parameter ", info.name, " has a ", grad.scalar_type(), " gradient; the engine's ",
              staging_dtype(), " gradient staging expects its compute dtype");
   const size_t b = unit_bucket_[layout_.unit_of_slot(slot)];
-  const auto& bucket = buckets_[b];
   if (!bucket_staging_[b].defined()) {
     bucket_staging_[b] = acquire_staging();
-    bucket_staging_[b].narrow(0, 0, bucket.size).zero_();
+    // Only the padding: every parameter's range is written by its gradient, or zeroed at
+    // launch when none came (a pooled buffer holds an earlier bucket's values).
+    for (const auto& hole : bucket_holes_[b]) {
+      bucket_staging_[b].narrow(0, hole.first, hole.second).zero_();
+    }
   }
+  slot_staged_[slot] = true;
+  for_each_staging_piece(slot, [&](int64_t dst, int64_t src, int64_t piece) {
+    bucket_staging_[b].narrow(0, dst, piece).copy_(flat.narrow(0, src, piece));
+  });
+}
+
+// Calls fn(dst, src, n) for each contiguous piece of a slot in its bucket's rank-major
+// staging: elements [src, src + n) of the slot go to staging elements [dst, dst + n).
+template <class Fn>
+void GradReducer::for_each_staging_piece(size_t slot, const Fn& fn) const {
+  const auto& info = layout_.slots()[slot];
   const auto& unit = layout_.units()[layout_.unit_of_slot(slot)];
+  const auto& bucket = buckets_[unit_bucket_[layout_.unit_of_slot(slot)]];
   const int64_t S = unit.shard_size, B = bucket.shard_size;
   const int64_t begin = info.offset - unit.offset, end = begin + info.numel;
   for (int64_t pos = begin; pos < end;) {
     const int64_t r = pos / S;
     const int64_t piece = std::min(end, (r + 1) * S) - pos;
-    const int64_t dst = r * B + (unit.shard_offset - bucket.shard_offset) + (pos - r * S);
-    bucket_staging_[b].narrow(0, dst, piece).copy_(flat.narrow(0, pos - begin, piece));
+    fn(r * B + (unit.shard_offset - bucket.shard_offset) + (pos - r * S), pos - begin, piece);
     pos += piece;
+  }
+}
+
+// Stages 2, 3: the staging ranges of each bucket that no parameter covers (the units'
+// padding), as (start, length), ascending.
+void GradReducer::find_bucket_holes() {
+  bucket_holes_.assign(buckets_.size(), {});
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> covered(buckets_.size());
+  for (size_t s = 0; s < layout_.slots().size(); ++s) {
+    const size_t b = unit_bucket_[layout_.unit_of_slot(s)];
+    for_each_staging_piece(
+        s, [&](int64_t dst, int64_t, int64_t piece) { covered[b].emplace_back(dst, piece); });
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    std::sort(covered[b].begin(), covered[b].end());
+    int64_t at = 0;
+    for (const auto& [start, length] : covered[b]) {
+      if (start > at) bucket_holes_[b].emplace_back(at, start - at);
+      at = std::max(at, start + length);
+    }
+    if (buckets_[b].size > at) bucket_holes_[b].emplace_back(at, buckets_[b].size - at);
+  }
+}
+
+// Zeroes the staging ranges of a bucket's parameters that got no gradient this backward.
+void GradReducer::zero_unstaged(size_t b, const torch::Tensor& staging) {
+  for (size_t u : buckets_[b].units) {
+    for (size_t s : layout_.units()[u].slots) {
+      if (slot_staged_[s]) continue;
+      for_each_staging_piece(
+          s, [&](int64_t dst, int64_t, int64_t piece) { staging.narrow(0, dst, piece).zero_(); });
+    }
   }
 }
 
@@ -247,6 +296,8 @@ void GradReducer::launch(size_t b) {
     if (!bucket_staging_[b].defined()) {  // no parameter of this bucket got a gradient
       bucket_staging_[b] = acquire_staging();
       bucket_staging_[b].narrow(0, 0, bucket.size).zero_();
+    } else {
+      zero_unstaged(b, bucket_staging_[b]);
     }
     pending->staging = bucket_staging_[b];
     bucket_staging_[b] = torch::Tensor();

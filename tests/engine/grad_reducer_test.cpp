@@ -1,10 +1,12 @@
 // GradReducer on its own: 16-bit gradients staged as they are (half the bytes on the wire)
-// reduce into the fp32 shard bitwise equal to staging them widened to fp32, on uneven shards.
+// reduce into the fp32 shard bitwise equal to staging them widened to fp32, on uneven shards;
+// pooled staging buffers leave no stale values behind.
 #include "zoff/engine/grad_reducer.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,8 +17,8 @@
 namespace zoff::engine {
 namespace {
 
-// Odd sizes in two units: every unit pads to a multiple of 3 ranks, shards are uneven.
-constexpr int64_t kSizes[] = {37, 5, 64, 11};
+// Odd sizes in two units, uneven shards over 3 ranks; the second unit (76) pads to 78.
+constexpr int64_t kSizes[] = {37, 5, 64, 12};
 
 // This rank's gradient of parameter i: bf16 values with all 8 mantissa bits in use, so any
 // rounding of a partial sum to 16 bits would show.
@@ -81,6 +83,60 @@ TEST(GradReducer, Bf16StagingReducesBitwiseAsFp32StagingOnUnevenShards) {
     for (double t : totals) got += t;
     EXPECT_NEAR(got, want, 1e-4 * (1.0 + std::abs(want))) << "bucket " << bucket;
   }
+}
+
+// The summed gradient of parameter i over `world` ranks, as the Comm sums it: fp32, rank order.
+torch::Tensor summed_grad(int world, size_t i) {
+  auto sum = rank_grad(0, i).to(torch::kFloat32);
+  for (int r = 1; r < world; ++r) sum = sum + rank_grad(r, i).to(torch::kFloat32);
+  return sum;
+}
+
+// Staging buffers are pooled and only a bucket's padding is cleared when one is taken, so
+// a parameter without a gradient in a backward must still reduce to zeros (and padding too)
+// after an earlier backward filled the same buffers.
+TEST(GradReducer, ParametersWithoutGradientReduceToZeroInReusedStaging) {
+  const int world = 3;
+  const std::vector<size_t> used = {0, 3};  // p1 and p2 get no gradient in the second backward
+  testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    std::vector<torch::Tensor> params;
+    for (size_t i = 0; i < std::size(kSizes); ++i) {
+      params.push_back(torch::zeros({kSizes[i]}, torch::kBFloat16).requires_grad_());
+      named.emplace_back("p" + std::to_string(i), params.back());
+    }
+    const partition::ModelLayout layout(named, {{"a", {0, 1}}, {"b", {2, 3}}}, comm->size(),
+                                        /*shard_units=*/true);
+    GradReducerOptions o;
+    o.mode = GradMode::kReduceScatterEveryMicroBatch;
+    o.bucket_elems = 16;  // a bucket per unit
+    o.staging_dtype = torch::kBFloat16;
+    GradReducer reducer(layout, params, comm, o);
+    auto backward = [&](const std::vector<size_t>& which, double scale) {
+      reducer.begin_backward(/*boundary=*/true);
+      auto loss = torch::zeros({}, torch::kFloat32);
+      for (size_t i : which) {
+        loss = loss + (params[i] * (rank_grad(rank, i) * scale)).sum().to(torch::kFloat32);
+      }
+      loss.backward();
+      reducer.end_backward();
+    };
+    backward({0, 1, 2, 3}, 1000.0);  // fills every staging buffer with large values
+    reducer.zero_grads();
+    backward(used, 1.0);
+    auto want = torch::zeros({layout.padded_numel()}, torch::kFloat32);
+    for (const auto& slot : layout.slots()) {  // slots run in reverse registration order
+      if (std::find(used.begin(), used.end(), slot.module_index) == used.end()) continue;
+      want.narrow(0, slot.offset, slot.numel).copy_(summed_grad(world, slot.module_index));
+    }
+    auto got = reducer.reduced_grads();
+    for (const auto& unit : layout.units()) {
+      EXPECT_TRUE(
+          torch::equal(got.narrow(0, unit.shard_offset, unit.shard_size),
+                       want.narrow(0, unit.offset + rank * unit.shard_size, unit.shard_size)))
+          << "rank " << rank << " unit " << unit.name;
+    }
+  });
 }
 
 TEST(GradReducer, GradientOfAnotherDtypeThanTheStagingIsRefused) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "zoff/dist/comm.h"
@@ -97,6 +98,10 @@ class GradReducer {
   void register_hooks();
   void on_grad_ready(size_t slot);
   void stage_grad(size_t slot, const torch::Tensor& grad);
+  template <class Fn>
+  void for_each_staging_piece(size_t slot, const Fn& fn) const;
+  void find_bucket_holes();
+  void zero_unstaged(size_t bucket, const torch::Tensor& staging);
   void launch(size_t bucket);
   void permute_rank_major(const partition::UnitBucket& bucket, const torch::Tensor& staging);
   void drain_one();
@@ -114,7 +119,10 @@ class GradReducer {
   std::vector<int> bucket_ready_;     // grads arrived this backward
   std::vector<bool> bucket_launched_;
   std::vector<int> unit_ready_;
-  std::vector<bool> slot_seen_;                        // this backward
+  std::vector<bool> slot_seen_;    // this backward
+  std::vector<bool> slot_staged_;  // this backward, gradient staged
+  // Stages 2, 3: per bucket, the staging ranges no parameter covers, (start, length).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> bucket_holes_;
   std::vector<torch::Tensor> bucket_staging_;          // stages 2, 3: per bucket while filling
   std::unique_ptr<partition::FlatBuffer> full_grads_;  // stages 0, 1 (fp32)
   bool bound_ = false;  // fp32 parameters: .grad are views of full_grads_
