@@ -21,6 +21,7 @@ models::GptConfig gpt_config(const py::dict& d) {
   c.n_embd = d["n_embd"].cast<int64_t>();
   c.block_size = d["block_size"].cast<int64_t>();
   c.vocab_size = d["vocab_size"].cast<int64_t>();
+  c.fused_layer_norm = false;  // the Python GPT's LayerNorm: widen, fp32 layer_norm, round
   return c;
 }
 

@@ -44,6 +44,7 @@ class GptBlockImpl : public torch::nn::Module {
 
  private:
   double dropout_;
+  bool fused_layer_norm_;
 };
 TORCH_MODULE(GptBlock);
 
