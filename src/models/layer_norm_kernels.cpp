@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../optim/kernel_lanes-inl.h"
 #include "layer_norm_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -18,28 +19,9 @@ namespace zoff {
 namespace models {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// Lanes(d) bf16 values widened to float (exact: bf16 is the top half of a float).
-template <class D>
-HWY_INLINE hn::Vec<D> load_bf16(D d, const uint16_t* HWY_RESTRICT p) {
-  const hn::Rebind<uint16_t, D> d16;
-  const hn::RebindToUnsigned<D> du;
-  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
-}
-
-// Rounds to bf16, nearest even, on the bit pattern; a NaN stays a NaN (its top bits, quiet).
-template <class D>
-HWY_INLINE void store_bf16(D d, hn::Vec<D> v, uint16_t* HWY_RESTRICT out) {
-  const hn::RebindToUnsigned<D> du;
-  const hn::RebindToSigned<D> di;
-  const hn::Rebind<uint16_t, D> d16;
-  const auto bits = hn::BitCast(du, v);
-  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
-  auto r = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb)));
-  r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)),
-                     hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x40u)), r);
-  hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, out);
-}
+// The bf16 load and the nearest-even store of the optimizer kernels (NaN stays NaN).
+using optim::HWY_NAMESPACE::load_bf16;
+using optim::HWY_NAMESPACE::store_out16;
 
 // Calls f(d, i) over [0, n): full vectors, then one-lane vectors.
 template <class F>
@@ -91,7 +73,8 @@ void LayerNormBf16Forward(const uint16_t* x, const float* w, const float* b, siz
     uint16_t* HWY_RESTRICT yr = y + r * cols;
     for_lanes(cols, [&](auto dd, size_t i) HWY_ATTR {
       const auto h = hn::Mul(hn::Sub(hn::LoadU(dd, row + i), hn::Set(dd, m)), hn::Set(dd, rs));
-      store_bf16(dd, hn::MulAdd(h, hn::LoadU(dd, w + i), hn::LoadU(dd, b + i)), yr + i);
+      store_out16<optim::CopyOut::kBf16>(
+          dd, hn::MulAdd(h, hn::LoadU(dd, w + i), hn::LoadU(dd, b + i)), yr + i);
     });
     mean[r] = m;
     rstd[r] = rs;
@@ -134,7 +117,7 @@ void LayerNormBf16Backward(const uint16_t* dy, const uint16_t* x, const float* m
     for_lanes(cols, [&](auto dd, size_t i) HWY_ATTR {
       const auto t = hn::NegMulAdd(hn::LoadU(dd, xh + i), hn::Set(dd, c),
                                    hn::Sub(hn::LoadU(dd, g + i), hn::Set(dd, a)));
-      store_bf16(dd, hn::Mul(hn::Set(dd, rstd[r]), t), dxr + i);
+      store_out16<optim::CopyOut::kBf16>(dd, hn::Mul(hn::Set(dd, rstd[r]), t), dxr + i);
     });
   }
 }

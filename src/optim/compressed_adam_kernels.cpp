@@ -26,14 +26,6 @@ namespace optim {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Lanes(d) bf16 values at `src` widened to float (exact: bf16 is the top half of a float).
-template <class D>
-HWY_INLINE hn::Vec<D> load_bf16(D d, const uint16_t* HWY_RESTRICT src) {
-  const hn::Rebind<uint16_t, D> d16;
-  const hn::RebindToUnsigned<D> du;
-  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, src))));
-}
-
 template <CopyOut kOut, class D>
 HWY_INLINE void adam_bf16_lanes(D d, const AdamCoefficients& c, float* HWY_RESTRICT p,
                                 const float* HWY_RESTRICT g, uint16_t* HWY_RESTRICT m,

@@ -22,6 +22,14 @@ namespace optim {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Lanes(d) bf16 values at `src` widened to float (exact: bf16 is the top half of a float).
+template <class D>
+HWY_INLINE hn::Vec<D> load_bf16(D d, const uint16_t* HWY_RESTRICT src) {
+  const hn::Rebind<uint16_t, D> d16;
+  const hn::RebindToUnsigned<D> du;
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, src))));
+}
+
 // Stores the Lanes(d) updated params in `p` as 16-bit values at `out`.
 template <CopyOut kOut, class D>
 HWY_INLINE void store_out16(D d, hn::Vec<D> p, uint16_t* HWY_RESTRICT out) {

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,31 +33,48 @@ struct Reduced {
   double total = 0;     // its sum, fp64
 };
 
+// Zero bf16 parameters of kSizes in units a = {p0, p1}, b = {p2, p3}, and a stage-2 reducer
+// over them with the given staging dtype and bucket size.
+struct Setup {
+  std::vector<torch::Tensor> params;
+  std::unique_ptr<partition::ModelLayout> layout;
+  std::unique_ptr<GradReducer> reducer;
+
+  Setup(dist::CommPtr comm, torch::ScalarType staging, int64_t bucket_elems) {
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (size_t i = 0; i < std::size(kSizes); ++i) {
+      params.push_back(torch::zeros({kSizes[i]}, torch::kBFloat16).requires_grad_());
+      named.emplace_back("p" + std::to_string(i), params.back());
+    }
+    layout = std::make_unique<partition::ModelLayout>(
+        named, std::vector<partition::UnitSpec>{{"a", {0, 1}}, {"b", {2, 3}}}, comm->size(),
+        /*shard_units=*/true);
+    GradReducerOptions o;
+    o.mode = GradMode::kReduceScatterEveryMicroBatch;
+    o.bucket_elems = bucket_elems;
+    o.staging_dtype = staging;
+    reducer = std::make_unique<GradReducer>(*layout, params, comm, o);
+  }
+
+  // One backward of sum_i (p_i * g_i * scale).sum() over the parameters `which`, reduced.
+  void backward(int rank, const std::vector<size_t>& which, double scale) {
+    reducer->begin_backward(/*boundary=*/true);
+    auto loss = torch::zeros({}, torch::kFloat32);
+    for (size_t i : which) {
+      loss = loss + (params[i] * (rank_grad(rank, i) * scale)).sum().to(torch::kFloat32);
+    }
+    loss.backward();
+    reducer->end_backward();
+  }
+};
+
 // One backward of sum_i (p_i * g_i).sum() on bf16 parameters (gradient g_i exactly), reduced
 // with the given staging dtype and bucket size.
 Reduced reduce(dist::CommPtr comm, int rank, torch::ScalarType staging, int64_t bucket_elems) {
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  std::vector<torch::Tensor> params;
-  for (size_t i = 0; i < std::size(kSizes); ++i) {
-    params.push_back(torch::zeros({kSizes[i]}, torch::kBFloat16).requires_grad_());
-    named.emplace_back("p" + std::to_string(i), params.back());
-  }
-  const partition::ModelLayout layout(named, {{"a", {0, 1}}, {"b", {2, 3}}}, comm->size(),
-                                      /*shard_units=*/true);
-  GradReducerOptions o;
-  o.mode = GradMode::kReduceScatterEveryMicroBatch;
-  o.bucket_elems = bucket_elems;
-  o.staging_dtype = staging;
-  GradReducer reducer(layout, params, comm, o);
-  reducer.begin_backward(/*boundary=*/true);
-  auto loss = torch::zeros({}, torch::kFloat32);
-  for (size_t i = 0; i < params.size(); ++i) {
-    loss = loss + (params[i] * rank_grad(rank, i)).sum().to(torch::kFloat32);
-  }
-  loss.backward();
-  reducer.end_backward();
+  Setup setup(comm, staging, bucket_elems);
+  setup.backward(rank, {0, 1, 2, 3}, 1.0);
   Reduced r;
-  r.shard = reducer.reduced_grads().clone();
+  r.shard = setup.reducer->reduced_grads().clone();
   r.total = r.shard.sum(torch::kFloat64).item<double>();
   return r;
 }
@@ -99,37 +117,17 @@ TEST(GradReducer, ParametersWithoutGradientReduceToZeroInReusedStaging) {
   const int world = 3;
   const std::vector<size_t> used = {0, 3};  // p1 and p2 get no gradient in the second backward
   testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
-    std::vector<std::pair<std::string, torch::Tensor>> named;
-    std::vector<torch::Tensor> params;
-    for (size_t i = 0; i < std::size(kSizes); ++i) {
-      params.push_back(torch::zeros({kSizes[i]}, torch::kBFloat16).requires_grad_());
-      named.emplace_back("p" + std::to_string(i), params.back());
-    }
-    const partition::ModelLayout layout(named, {{"a", {0, 1}}, {"b", {2, 3}}}, comm->size(),
-                                        /*shard_units=*/true);
-    GradReducerOptions o;
-    o.mode = GradMode::kReduceScatterEveryMicroBatch;
-    o.bucket_elems = 16;  // a bucket per unit
-    o.staging_dtype = torch::kBFloat16;
-    GradReducer reducer(layout, params, comm, o);
-    auto backward = [&](const std::vector<size_t>& which, double scale) {
-      reducer.begin_backward(/*boundary=*/true);
-      auto loss = torch::zeros({}, torch::kFloat32);
-      for (size_t i : which) {
-        loss = loss + (params[i] * (rank_grad(rank, i) * scale)).sum().to(torch::kFloat32);
-      }
-      loss.backward();
-      reducer.end_backward();
-    };
-    backward({0, 1, 2, 3}, 1000.0);  // fills every staging buffer with large values
-    reducer.zero_grads();
-    backward(used, 1.0);
+    Setup setup(comm, torch::kBFloat16, /*bucket_elems=*/16);  // a bucket per unit
+    setup.backward(rank, {0, 1, 2, 3}, 1000.0);  // fills every staging buffer with large values
+    setup.reducer->zero_grads();
+    setup.backward(rank, used, 1.0);
+    const auto& layout = *setup.layout;
     auto want = torch::zeros({layout.padded_numel()}, torch::kFloat32);
     for (const auto& slot : layout.slots()) {  // slots run in reverse registration order
       if (std::find(used.begin(), used.end(), slot.module_index) == used.end()) continue;
       want.narrow(0, slot.offset, slot.numel).copy_(summed_grad(world, slot.module_index));
     }
-    auto got = reducer.reduced_grads();
+    auto got = setup.reducer->reduced_grads();
     for (const auto& unit : layout.units()) {
       EXPECT_TRUE(
           torch::equal(got.narrow(0, unit.shard_offset, unit.shard_size),
