@@ -35,12 +35,12 @@ struct Reduced {
 
 // Zero bf16 parameters of kSizes in units a = {p0, p1}, b = {p2, p3}, and a stage-2 reducer
 // over them with the given staging dtype and bucket size.
-struct Setup {
+struct ReducerUnderTest {
   std::vector<torch::Tensor> params;
   std::unique_ptr<partition::ModelLayout> layout;
   std::unique_ptr<GradReducer> reducer;
 
-  Setup(dist::CommPtr comm, torch::ScalarType staging, int64_t bucket_elems) {
+  ReducerUnderTest(dist::CommPtr comm, torch::ScalarType staging, int64_t bucket_elems) {
     std::vector<std::pair<std::string, torch::Tensor>> named;
     for (size_t i = 0; i < std::size(kSizes); ++i) {
       params.push_back(torch::zeros({kSizes[i]}, torch::kBFloat16).requires_grad_());
@@ -71,7 +71,7 @@ struct Setup {
 // One backward of sum_i (p_i * g_i).sum() on bf16 parameters (gradient g_i exactly), reduced
 // with the given staging dtype and bucket size.
 Reduced reduce(dist::CommPtr comm, int rank, torch::ScalarType staging, int64_t bucket_elems) {
-  Setup setup(comm, staging, bucket_elems);
+  ReducerUnderTest setup(comm, staging, bucket_elems);
   setup.backward(rank, {0, 1, 2, 3}, 1.0);
   Reduced r;
   r.shard = setup.reducer->reduced_grads().clone();
@@ -117,7 +117,7 @@ TEST(GradReducer, ParametersWithoutGradientReduceToZeroInReusedStaging) {
   const int world = 3;
   const std::vector<size_t> used = {0, 3};  // p1 and p2 get no gradient in the second backward
   testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
-    Setup setup(comm, torch::kBFloat16, /*bucket_elems=*/16);  // a bucket per unit
+    ReducerUnderTest setup(comm, torch::kBFloat16, /*bucket_elems=*/16);  // a bucket per unit
     setup.backward(rank, {0, 1, 2, 3}, 1000.0);  // fills every staging buffer with large values
     setup.reducer->zero_grads();
     setup.backward(rank, used, 1.0);
