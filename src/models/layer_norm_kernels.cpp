@@ -22,16 +22,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // The bf16 load and the nearest-even store of the optimizer kernels (NaN stays NaN).
 using optim::HWY_NAMESPACE::load_bf16;
 using optim::HWY_NAMESPACE::store_out16;
-
-// Calls f(d, i) over [0, n): full vectors, then one-lane vectors.
-template <class F>
-HWY_INLINE void for_lanes(size_t n, const F& f) {
-  const hn::ScalableTag<float> d;
-  size_t i = 0;
-  for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) f(d, i);
-  const hn::CappedTag<float, 1> d1;
-  for (; i < n; ++i) f(d1, i);
-}
+// Full vectors over a row, then one-lane vectors for its tail.
+using optim::HWY_NAMESPACE::for_each_block;
 
 // The lanes of a vector accumulator and the one-lane tail's, summed.
 template <class D, class D1>
@@ -48,7 +40,7 @@ void LayerNormBf16Forward(const uint16_t* x, const float* w, const float* b, siz
     const uint16_t* HWY_RESTRICT xr = x + r * cols;
     auto s = hn::Zero(d);
     auto s1 = hn::Zero(d1);
-    for_lanes(cols, [&](auto dd, size_t i) HWY_ATTR {
+    for_each_block(cols, [&](auto dd, size_t i) HWY_ATTR {
       const auto v = load_bf16(dd, xr + i);
       hn::StoreU(v, dd, row + i);
       if constexpr (hn::MaxLanes(decltype(dd)()) == 1) {
@@ -61,7 +53,7 @@ void LayerNormBf16Forward(const uint16_t* x, const float* w, const float* b, siz
     // Two passes over the row (in L1): the variance of x - mean, not E[x^2] - mean^2.
     auto q = hn::Zero(d);
     auto q1 = hn::Zero(d1);
-    for_lanes(cols, [&](auto dd, size_t i) HWY_ATTR {
+    for_each_block(cols, [&](auto dd, size_t i) HWY_ATTR {
       const auto t = hn::Sub(hn::LoadU(dd, row + i), hn::Set(dd, m));
       if constexpr (hn::MaxLanes(decltype(dd)()) == 1) {
         q1 = hn::MulAdd(t, t, q1);
@@ -71,7 +63,7 @@ void LayerNormBf16Forward(const uint16_t* x, const float* w, const float* b, siz
     });
     const float rs = 1.0f / std::sqrt(total(d, q, d1, q1) / static_cast<float>(cols) + eps);
     uint16_t* HWY_RESTRICT yr = y + r * cols;
-    for_lanes(cols, [&](auto dd, size_t i) HWY_ATTR {
+    for_each_block(cols, [&](auto dd, size_t i) HWY_ATTR {
       const auto h = hn::Mul(hn::Sub(hn::LoadU(dd, row + i), hn::Set(dd, m)), hn::Set(dd, rs));
       store_out16<optim::CopyOut::kBf16>(
           dd, hn::MulAdd(h, hn::LoadU(dd, w + i), hn::LoadU(dd, b + i)), yr + i);
@@ -94,7 +86,7 @@ void LayerNormBf16Backward(const uint16_t* dy, const uint16_t* x, const float* m
     const uint16_t* HWY_RESTRICT dyr = dy + r * cols;
     auto sg = hn::Zero(d), sgx = hn::Zero(d);
     auto sg1 = hn::Zero(d1), sgx1 = hn::Zero(d1);
-    for_lanes(cols, [&](auto dd, size_t i) HWY_ATTR {
+    for_each_block(cols, [&](auto dd, size_t i) HWY_ATTR {
       const auto dv = load_bf16(dd, dyr + i);
       const auto h =
           hn::Mul(hn::Sub(load_bf16(dd, xr + i), hn::Set(dd, mean[r])), hn::Set(dd, rstd[r]));
@@ -114,7 +106,7 @@ void LayerNormBf16Backward(const uint16_t* dy, const uint16_t* x, const float* m
     const float a = total(d, sg, d1, sg1) / static_cast<float>(cols);
     const float c = total(d, sgx, d1, sgx1) / static_cast<float>(cols);
     uint16_t* HWY_RESTRICT dxr = dx + r * cols;
-    for_lanes(cols, [&](auto dd, size_t i) HWY_ATTR {
+    for_each_block(cols, [&](auto dd, size_t i) HWY_ATTR {
       const auto t = hn::NegMulAdd(hn::LoadU(dd, xh + i), hn::Set(dd, c),
                                    hn::Sub(hn::LoadU(dd, g + i), hn::Set(dd, a)));
       store_out16<optim::CopyOut::kBf16>(dd, hn::Mul(hn::Set(dd, rstd[r]), t), dxr + i);
