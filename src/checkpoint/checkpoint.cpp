@@ -48,6 +48,27 @@ int64_t state_section_numel(const std::string& name, int64_t shard_size) {
              : shard_size;
 }
 
+// True when some state section holds int8 codes.
+template <class Dtypes>
+bool has_int8_codes(const Dtypes& dtypes) {
+  for (const auto& d : dtypes) {
+    if (d == "I8" || d == "U8") return true;
+  }
+  return false;
+}
+
+// Int8 codes decode only with the map that wrote them. Checkpoints before the map had a name
+// (zoff before 2026-11-25) used the true square root ("sqrt").
+void check_int8_map(const nlohmann::json& optimizer, const std::vector<std::string>& dtypes,
+                    const std::string& path) {
+  if (!has_int8_codes(dtypes)) return;
+  const auto map = optimizer.value("int8_map", std::string("sqrt"));
+  ZOFF_CHECK_ARG(
+      map == optim::kInt8MapName, path, ": int8 optimizer states in map '", map,
+      "', this zoff reads '", optim::kInt8MapName,
+      "': load it with the zoff that wrote it and optimizer.state_dtype fp32, then save it again");
+}
+
 std::string rank_file_name(int rank) { return "rank_" + std::to_string(rank) + ".bin"; }
 
 std::string to_hex(const std::vector<uint8_t>& bytes) {
@@ -132,6 +153,8 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
                     {"state_dtype", cfg.optimizer.state_dtype},
                     {"state_names", names},
                     {"state_dtypes", dtypes}};
+  // Which int8 map the codes are in (state_dtype.h): a reader with another one refuses them.
+  if (has_int8_codes(dtypes)) j["optimizer"]["int8_map"] = optim::kInt8MapName;
   // The data sampler is a pure function of (seed, step): the step is the data position.
   j["data"] = {{"seed", run.seed},
                {"step", engine.global_step()},
@@ -511,6 +534,7 @@ CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
             .value("state_dtypes", std::vector<std::string>(info.state_names.size(), "F32"));
     ZOFF_CHECK_ARG(info.state_dtypes.size() == info.state_names.size(), path,
                    ": optimizer.state_dtypes does not match state_names");
+    check_int8_map(j.at("optimizer"), info.state_dtypes, path);
     info.train_batch_size = j.at("data").at("train_batch_size").get<int64_t>();
     read_layout(j.at("layout"), path, &info);
     info.replicated = replicated_from_json(j.at("replicated"), path);

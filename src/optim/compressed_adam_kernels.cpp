@@ -40,6 +40,21 @@ HWY_INLINE void adam_bf16_lanes(D d, const AdamCoefficients& c, float* HWY_RESTR
   store_out16<kOut>(d, vp, out);
 }
 
+// bit_sqrt and bit_square of state_dtype.h, lane by lane: integer operations on the bits.
+template <class D>
+HWY_INLINE hn::Vec<D> bit_sqrt_lanes(D d, hn::Vec<D> y, uint32_t bias) {
+  const hn::RebindToUnsigned<D> du;
+  const auto bits = hn::And(hn::BitCast(du, y), hn::Set(du, 0x7FFFFFFFu));
+  return hn::BitCast(d, hn::Add(hn::ShiftRight<1>(bits), hn::Set(du, bias)));
+}
+
+template <class D>
+HWY_INLINE hn::Vec<D> bit_square_lanes(D d, hn::Vec<D> r, uint32_t bias) {
+  const hn::RebindToUnsigned<D> du;
+  const auto b = hn::Set(du, bias);
+  return hn::BitCast(d, hn::ShiftLeft<1>(hn::Sub(hn::Max(hn::BitCast(du, r), b), b)));
+}
+
 // Decoders and encoders of state_dtype.h, lane by lane, with the same operations in the same
 // order as decode_signed / encode_signed / decode_unsigned / encode_unsigned. The decoders
 // take the block's step (signed_code_step / unsigned_code_step of its scale).
@@ -48,7 +63,7 @@ HWY_INLINE hn::Vec<D> decode_signed_lanes(D d, const int8_t* HWY_RESTRICT q, hn:
   const hn::Rebind<int8_t, D> d8;
   const hn::RebindToSigned<D> di;
   const auto r = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q)));
-  return hn::Mul(hn::Mul(r, hn::Abs(r)), step);
+  return hn::CopySign(hn::Mul(bit_square_lanes(d, r, kSignedCodeBias), step), r);
 }
 
 template <class D>
@@ -56,8 +71,8 @@ HWY_INLINE hn::Vec<D> decode_unsigned_lanes(D d, const uint8_t* HWY_RESTRICT q, 
   const hn::Rebind<uint8_t, D> d8;
   const hn::RebindToSigned<D> di;
   const auto r = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q)));
-  const auto r2 = hn::Mul(r, r);
-  return hn::Mul(hn::Mul(r2, r2), step);
+  const auto b = bit_square_lanes(d, r, kUnsignedCodeBias);
+  return hn::Mul(hn::Mul(b, b), step);
 }
 
 // Stores the codes round(y) of y in [-255, 255] (already clamped, no NaN), rounded to nearest
@@ -82,21 +97,22 @@ HWY_INLINE void store_codes(D d, hn::Vec<D> y, void* HWY_RESTRICT q) {
   hn::StoreU(hn::DemoteTo(d8, hn::NearestInt(y)), d8, static_cast<T*>(q));
 }
 
-// round(min(sqrt(|x factor|), 127)) sign(x); min(NaN, 127) is 127 on every target.
+// round(min(bit_sqrt(x factor, kSignedCodeBias), 127)) sign(x).
 template <class D>
 HWY_INLINE void encode_signed_lanes(D d, hn::Vec<D> x, hn::Vec<D> factor, int8_t* HWY_RESTRICT q) {
   const auto scaled = hn::Mul(x, factor);
-  const auto r = hn::Min(hn::Sqrt(hn::Abs(scaled)), hn::Set(d, kSignedCodeMax));
+  const auto r = hn::Min(bit_sqrt_lanes(d, scaled, kSignedCodeBias), hn::Set(d, kSignedCodeMax));
   // Rounding to nearest even is symmetric, so the sign can go on before it.
   store_codes<true>(d, hn::CopySign(r, scaled), q);
 }
 
-// v's code from root = sqrt(v) (which the update computed): round(min(sqrt(root factor), 255)).
+// v's code from root = sqrt(v) (which the update computed):
+// round(min(bit_sqrt(root factor, kUnsignedCodeBias), 255)).
 template <class D>
 HWY_INLINE void encode_unsigned_root_lanes(D d, hn::Vec<D> root, hn::Vec<D> factor,
                                            uint8_t* HWY_RESTRICT q) {
-  const auto y = hn::Min(hn::Sqrt(hn::Mul(root, factor)), hn::Set(d, kUnsignedCodeMax));
-  store_codes<false>(d, y, q);
+  const auto y = bit_sqrt_lanes(d, hn::Mul(root, factor), kUnsignedCodeBias);
+  store_codes<false>(d, hn::Min(y, hn::Set(d, kUnsignedCodeMax)), q);
 }
 
 // The running max of a >= 0, NaN never wins (as encode_int8_blocks): Max returns the other
@@ -172,7 +188,7 @@ HWY_INLINE void finish_encode(const PendingEncode& pending, size_t from) {
 // element `begin`; leaves m, sqrt(v) and the absmaxes in `x` for the encoder. The previous
 // block's codes are written vector by vector in the same loop: its encoding is all arithmetic
 // on L1 data, so alone it would leave memory idle while this block's loads wait behind it.
-template <CopyOut kOut>
+template <CopyOut kOut, L2Term kL2>
 HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const float* g,
                                   const Int8AdamStates& s, size_t block, size_t begin, size_t n,
                                   uint16_t* out, const PendingEncode& previous,
@@ -196,7 +212,7 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
     auto vp = hn::LoadU(d, p + i);
     auto vm = decode_signed_lanes(d, m_codes + i, hn::Set(d, m_step));
     auto vv = decode_unsigned_lanes(d, v_codes + i, hn::Set(d, v_step));
-    const auto root = adam_update_root(d, c, vp, hn::LoadU(d, g + i), vm, vv);
+    const auto root = adam_update_root<kL2>(d, c, vp, hn::LoadU(d, g + i), vm, vv);
     hn::StoreU(vm, d, x.m + i);
     hn::StoreU(root, d, x.root + i);
     hn::StoreU(vp, d, p + i);
@@ -244,7 +260,7 @@ HWY_NOINLINE void adam_bf16_loop(const AdamCoefficients& coefficients, float* p,
 
 // Block by block: the update pass, then the block's new scales; its codes are written
 // during the next block's update pass (the last block's after the loop).
-template <CopyOut kOut>
+template <CopyOut kOut, L2Term kL2>
 HWY_NOINLINE void adam_int8_loop(const AdamCoefficients& coefficients, float* p, const float* g,
                                  const Int8AdamStates& s, size_t n, uint16_t* out) {
   const AdamCoefficients c = coefficients;  // a local: stores to p cannot change it
@@ -253,7 +269,7 @@ HWY_NOINLINE void adam_int8_loop(const AdamCoefficients& coefficients, float* p,
   for (size_t block = 0, begin = 0; begin < n; ++block, begin += kStateBlock) {
     const size_t len = std::min(kStateBlock, n - begin);
     Int8BlockScratch& current = x[block % 2];
-    update_int8_block<kOut>(c, p, g, s, block, begin, len, out, pending, current);
+    update_int8_block<kOut, kL2>(c, p, g, s, block, begin, len, out, pending, current);
     s.exp_avg_scales[block] = current.m_max;
     s.exp_avg_sq_scales[block] = current.v_max;
     pending = pending_encode(current, s, begin, len);
@@ -274,15 +290,22 @@ void AdamBf16StatesKernel(const AdamCoefficients& c, float* p, const float* g, u
   }
 }
 
+template <CopyOut kOut>
+void adam_int8_l2_or_not(const AdamCoefficients& c, float* p, const float* g,
+                         const Int8AdamStates& s, size_t n, uint16_t* out) {
+  if (c.l2 != 0.0f) return adam_int8_loop<kOut, L2Term::kAdded>(c, p, g, s, n, out);
+  adam_int8_loop<kOut, L2Term::kNone>(c, p, g, s, n, out);
+}
+
 void AdamInt8StatesKernel(const AdamCoefficients& c, float* p, const float* g,
                           const Int8AdamStates& s, size_t n, CopyOut copy_out, uint16_t* out) {
   switch (copy_out) {
     case CopyOut::kNone:
-      return adam_int8_loop<CopyOut::kNone>(c, p, g, s, n, out);
+      return adam_int8_l2_or_not<CopyOut::kNone>(c, p, g, s, n, out);
     case CopyOut::kBf16:
-      return adam_int8_loop<CopyOut::kBf16>(c, p, g, s, n, out);
+      return adam_int8_l2_or_not<CopyOut::kBf16>(c, p, g, s, n, out);
     case CopyOut::kFp16:
-      return adam_int8_loop<CopyOut::kFp16>(c, p, g, s, n, out);
+      return adam_int8_l2_or_not<CopyOut::kFp16>(c, p, g, s, n, out);
   }
 }
 

@@ -88,6 +88,11 @@ HWY_INLINE V fmadd(D d, V a, V b, V c) {
 #endif
 }
 
+// Whether adam_update_root adds Adam's L2 term: kAsCoefficients when c.l2 != 0. A loop too
+// large for GCC to unswitch (the int8 one) would test c.l2 on every vector; it is
+// instantiated for kNone and kAdded instead and picks one per call.
+enum class L2Term { kAsCoefficients, kNone, kAdded };
+
 // Adam / AdamW on Lanes(d) elements, rounding step by step as LibTorch 1.13's CPU kernels do
 // on AVX2/AVX-512 (its add-with-alpha is vec::fmadd, and its addcmul is compiled to an FMA):
 //   p = p * decay                        (AdamW: p.mul_(1 - lr wd); decay = 1 for Adam)
@@ -97,10 +102,12 @@ HWY_INLINE V fmadd(D d, V a, V b, V c) {
 //   p = p + (-step_size * m) / (sqrt(v) / sqrt(bc2) + eps)   (p.addcdiv_(m, denom, -ss))
 // p, m and v come in as the old values and leave as the new ones; g is this step's gradient.
 // Returns sqrt(v) of the new v, which the int8 encoder of v reuses (one square root fewer).
-template <class D, class V>
+template <L2Term kL2 = L2Term::kAsCoefficients, class D, class V>
 HWY_INLINE V adam_update_root(D d, const AdamCoefficients& c, V& p, V g, V& m, V& v) {
   p = hn::Mul(p, hn::Set(d, c.decay));
-  if (c.l2 != 0.0f) g = fmadd(d, p, hn::Set(d, c.l2), g);
+  if (kL2 == L2Term::kAdded || (kL2 == L2Term::kAsCoefficients && c.l2 != 0.0f)) {
+    g = fmadd(d, p, hn::Set(d, c.l2), g);
+  }
   m = fmadd(d, g, hn::Set(d, c.one_minus_beta1), hn::Mul(m, hn::Set(d, c.beta1)));
   v = fmadd(d, hn::Mul(hn::Set(d, c.one_minus_beta2), g), g, hn::Mul(v, hn::Set(d, c.beta2)));
   const auto root = hn::Sqrt(v);

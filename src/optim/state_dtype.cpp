@@ -16,12 +16,6 @@ float round_code(float y, float max) {
   return std::nearbyint(y);  // the default rounding mode: nearest, ties to even
 }
 
-// Squares and fourth powers of the largest codes (255^4 rounds to the nearest float; both the
-// scalar and the SIMD code take the step from these functions, so they agree bit for bit).
-constexpr float kSignedCodeMax2 = kSignedCodeMax * kSignedCodeMax;
-constexpr float kUnsignedCodeMax2 = kUnsignedCodeMax * kUnsignedCodeMax;
-constexpr float kUnsignedCodeMax4 = kUnsignedCodeMax2 * kUnsignedCodeMax2;
-
 // factor when it is finite and scale is positive, else 0 (all codes 0).
 float finite_factor(float factor, float scale) {
   return scale > 0.0f && factor < INFINITY ? factor : 0.0f;
@@ -77,36 +71,56 @@ int64_t round_sub_group(int64_t requested, size_t alignment, size_t numel, size_
   return std::min(up, (static_cast<int64_t>(numel) + m - 1) / m * m);
 }
 
-float signed_code_factor(float scale) { return finite_factor(kSignedCodeMax2 / scale, scale); }
-
-float unsigned_code_factor(float scale) {
-  return finite_factor(kUnsignedCodeMax2 / std::sqrt(scale), scale);
+float bit_sqrt(float y, uint32_t bias) {
+  uint32_t bits;
+  std::memcpy(&bits, &y, sizeof bits);
+  bits = ((bits & 0x7FFFFFFFu) >> 1) + bias;
+  float r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
 }
 
-float signed_code_step(float scale) { return scale / kSignedCodeMax2; }
+float bit_square(float r, uint32_t bias) {
+  uint32_t bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  // Unsigned: below bit_sqrt(0) (the bias itself) clamps to it, whose inverse is +0; a set
+  // sign bit is a large number, and the shift drops it.
+  bits = (std::max(bits, bias) - bias) << 1;
+  float y;
+  std::memcpy(&y, &bits, sizeof y);
+  return y;
+}
 
-float unsigned_code_step(float scale) { return scale / kUnsignedCodeMax4; }
+float signed_code_factor(float scale) { return finite_factor(kSignedCodeTop / scale, scale); }
+
+float unsigned_code_factor(float scale) {
+  return finite_factor(kUnsignedCodeTop / std::sqrt(scale), scale);
+}
+
+float signed_code_step(float scale) { return scale / kSignedCodeTop; }
+
+float unsigned_code_step(float scale) { return scale / (kUnsignedCodeTop * kUnsignedCodeTop); }
 
 int8_t encode_signed(float x, float factor) {
   const float scaled = x * factor;
-  const float r = round_code(std::sqrt(std::fabs(scaled)), kSignedCodeMax);
+  const float r = round_code(bit_sqrt(scaled, kSignedCodeBias), kSignedCodeMax);
   return static_cast<int8_t>(std::copysign(r, scaled));
 }
 
 float decode_signed(int8_t q, float scale) {
   const auto r = static_cast<float>(q);
-  return r * std::fabs(r) * signed_code_step(scale);  // q |q| is exact (< 2^14)
+  return std::copysign(bit_square(r, kSignedCodeBias) * signed_code_step(scale), r);
 }
 
 uint8_t encode_unsigned(float x, float factor) {
   const float root = std::sqrt(x);  // the step's sqrt(v)
-  return static_cast<uint8_t>(round_code(std::sqrt(root * factor), kUnsignedCodeMax));
+  return static_cast<uint8_t>(
+      round_code(bit_sqrt(root * factor, kUnsignedCodeBias), kUnsignedCodeMax));
 }
 
 float decode_unsigned(uint8_t q, float scale) {
-  const auto r = static_cast<float>(q);
-  const float r2 = r * r;  // exact (< 2^16)
-  return r2 * r2 * unsigned_code_step(scale);
+  const float b = bit_square(static_cast<float>(q), kUnsignedCodeBias);
+  return b * b * unsigned_code_step(scale);
 }
 
 void encode_int8_blocks(const float* x, size_t n, bool is_signed, uint8_t* codes, float* scales) {

@@ -264,6 +264,15 @@ TEST(CompressedCheckpointErrors, MismatchedOrTruncatedSectionIsRefused) {
   edited["optimizer"]["state_dtypes"][0] = "BF16";
   rewrite_meta(meta, edited);
   expect_one_line_usage(load_errors(cfg, 2, dir.path()), "section 'optim.exp_avg' is I8 of ");
+  // Int8 codes of another map (one with no name: a checkpoint of zoff before the map had one).
+  EXPECT_EQ(original["optimizer"]["int8_map"], optim::kInt8MapName);
+  edited = original;
+  edited["optimizer"].erase("int8_map");
+  rewrite_meta(meta, edited);
+  expect_one_line_usage(load_errors(cfg, 2, dir.path()), "int8 optimizer states in map 'sqrt'");
+  edited["optimizer"]["int8_map"] = "dynamic-tree";
+  rewrite_meta(meta, edited);
+  expect_one_line_usage(load_errors(cfg, 2, dir.path()), "map 'dynamic-tree'");
   rewrite_meta(meta, original);
   fs::resize_file(ckpt + "/rank_1.bin", fs::file_size(ckpt + "/rank_1.bin") - 100);
   expect_one_line_usage(load_errors(cfg, 2, dir.path()), "rank_1.bin: ");
@@ -297,8 +306,11 @@ double worst_resumed_loss_diff(const config::Config& saved, int saved_world,
 // shard's first element), so a stage-0 checkpoint resumes at another world size and stage
 // and the other way round, within ResumesAtAnotherWorldSizeAndStage's tolerances.
 TEST(CompressedCheckpoint, StageZeroResumesAtAnotherLayoutAndBack) {
-  constexpr double kLossRelTol = 1e-5;             // bf16: mapped exactly
-  constexpr double kInt8ReshardLossRelTol = 2e-4;  // int8: re-encoded in the new blocks
+  constexpr double kLossRelTol = 1e-5;  // bf16: mapped exactly
+  // int8: re-encoded in the new blocks, each state may move by a code step. Measured worst:
+  // 9.8e-5 with the true square-root map, 3.6e-4 with bit_sqrt (hidden 600, world 2 stage 0
+  // -> world 3 stage 2), whose step is up to sqrt(2) coarser below the block max.
+  constexpr double kInt8ReshardLossRelTol = 1e-3;
   struct Case {
     int saved_stage, saved_world, stage, world;
   };

@@ -191,6 +191,40 @@ TEST(CompressedAdamKernels, ZeroLengthTouchesNothing) {
   });
 }
 
+// bit_sqrt: sqrt at every power of four, between sqrt and 1.0607 sqrt elsewhere (the bound
+// is (3/2) / sqrt(2), at y = 2 4^k), increasing; bit_square undoes it up to the bit it drops.
+// Both ignore the sign bit.
+TEST(StateCodecs, BitSqrtIsASquareRootCurveWithAnExactInverse) {
+  constexpr double kMostAboveSqrt = 1.5 / std::sqrt(2.0);
+  for (int k = -20; k <= 0; ++k) EXPECT_EQ(bit_sqrt(std::ldexp(1.0f, 2 * k)), std::ldexp(1.0f, k));
+  float previous = bit_sqrt(0.0f);
+  EXPECT_EQ(bit_square(previous), 0.0f);
+  EXPECT_EQ(bit_square(0.0f), 0.0f);  // below bit_sqrt(0): clamped
+  for (float y = 1e-12f; y <= 1.0f; y = std::nextafter(y * 1.0007f, 2.0f)) {
+    const float z = bit_sqrt(y);
+    ASSERT_GE(z, std::sqrt(y)) << y;
+    ASSERT_LE(z, kMostAboveSqrt * std::sqrt(static_cast<double>(y)) * (1 + 1e-6)) << y;
+    ASSERT_GT(z, previous) << y;
+    previous = z;
+    uint32_t bits;
+    std::memcpy(&bits, &y, sizeof bits);
+    bits &= ~1u;  // the bit the halving drops
+    float even;
+    std::memcpy(&even, &bits, sizeof even);
+    ASSERT_EQ(bit_square(z), even) << y;
+    EXPECT_EQ(bit_sqrt(-y), z);  // the sign bit is ignored
+    EXPECT_EQ(bit_square(-z), even);
+    // A power of two is in the bias: the codes' 128 and 256 levels.
+    EXPECT_EQ(bit_sqrt(y, kSignedCodeBias), 128.0f * z);
+    EXPECT_EQ(bit_square(256.0f * z, kUnsignedCodeBias), even);
+  }
+  // The block max is the top code exactly.
+  EXPECT_EQ(bit_sqrt(kSignedCodeTop, kSignedCodeBias), kSignedCodeMax);
+  EXPECT_EQ(bit_sqrt(kUnsignedCodeTop, kUnsignedCodeBias), kUnsignedCodeMax);
+  EXPECT_EQ(bit_square(kSignedCodeMax, kSignedCodeBias), kSignedCodeTop);
+  EXPECT_EQ(bit_square(kUnsignedCodeMax, kUnsignedCodeBias), kUnsignedCodeTop);
+}
+
 TEST(StateCodecs, Int8CodesRoundTripAndSaturate) {
   const float scale = 0.37f;
   const float m_factor = signed_code_factor(scale);
@@ -209,7 +243,7 @@ TEST(StateCodecs, Int8CodesRoundTripAndSaturate) {
   EXPECT_EQ(encode_unsigned(10.0f, v_factor), 255);
   EXPECT_EQ(encode_unsigned(std::nanf(""), v_factor), 255);  // defined, not UB
   EXPECT_EQ(signed_code_factor(0.0f), 0.0f);                 // an all-zero block encodes as zeros
-  EXPECT_EQ(signed_code_factor(1e-45f), 0.0f);               // 127^2 / subnormal overflows
+  EXPECT_EQ(signed_code_factor(1e-45f), 0.0f);               // 1 / subnormal overflows
   EXPECT_EQ(unsigned_code_factor(0.0f), 0.0f);
   // Small values survive where linear int8 (step scale / 127) would round them to zero.
   EXPECT_NE(encode_signed(scale * 1e-4f, m_factor), 0);
@@ -217,20 +251,22 @@ TEST(StateCodecs, Int8CodesRoundTripAndSaturate) {
 }
 
 // Relative error of decode(encode(x)) for values spread over the range the maps are for.
-// A code q = round(y) is off by at most half a step in y, so decode is off by at most a
-// factor (1 + 0.5 / y)^k, k = 2 for m (y = 127 sqrt(x / s)), 4 for v (y = 255 (x / s)^(1/4)):
-// about 1 / y and 2 / y relative.
+// A code q = round(128 bit_sqrt(x t / s)) (t = kSignedCodeTop) is off by at most half a code;
+// bit_square is piecewise linear with a slope that never falls as its argument grows, so half
+// a code costs x at most 2 sqrt(2) (0.5 / 128) / sqrt(x t / s) = sqrt(2) / y relative,
+// y = 128 sqrt(x t / s) (a true square root map: 1 / y). v's code is that of sqrt(v) with
+// 256 levels, so v is off by at most (1 + sqrt(2) / y)^2 - 1, y = 256 sqrt(sqrt(x / s) u).
 TEST(StateCodecs, Int8RelativeErrorBounds) {
   const float scale = 2.0f, m_factor = signed_code_factor(scale);
   double worst_m = 0, worst_v = 0;
   for (float x = 1e-4f * scale; x <= scale; x *= 1.01f) {
-    const double y_m = 127.0 * std::sqrt(x / scale);
+    const double y_m = 128.0 * std::sqrt(x * kSignedCodeTop / scale);
     const double m_err = std::fabs(decode_signed(encode_signed(-x, m_factor), scale) + x) / x;
-    EXPECT_LE(m_err, std::pow(1.0 + 0.5 / y_m, 2) - 1.0 + 1e-6) << x;
-    const double y_v = 255.0 * std::pow(x / scale, 0.25);
+    EXPECT_LE(m_err, std::sqrt(2.0) / y_m + 1e-6) << x;
+    const double y_v = 256.0 * std::sqrt(std::sqrt(x / scale) * kUnsignedCodeTop);
     const double v_err =
         std::fabs(decode_unsigned(encode_unsigned(x, unsigned_code_factor(scale)), scale) - x) / x;
-    EXPECT_LE(v_err, std::pow(1.0 + 0.5 / y_v, 4) - 1.0 + 1e-6) << x;
+    EXPECT_LE(v_err, std::pow(1.0 + std::sqrt(2.0) / y_v, 2) - 1.0 + 1e-6) << x;
     if (x >= 0.01f * scale) {
       worst_m = std::max(worst_m, m_err);
       worst_v = std::max(worst_v, v_err);

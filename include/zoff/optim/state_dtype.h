@@ -41,38 +41,66 @@ size_t stored_element_bytes(StateDtype dtype);
 // rounded up to whole int8 blocks and aligned stored pieces as well.
 int64_t round_sub_group(int64_t requested, size_t alignment, size_t numel, size_t state_bytes);
 
-// The int8 mappings. Both are power-law ("companding") maps of x / scale, where scale is the
-// block's absmax, so the codes are dense near zero like the paper's dynamic map but need no
-// lookup table (a square and a square root per element, exact IEEE operations, so a SIMD
-// kernel and these scalar functions give the same codes bit for bit):
-//   exp_avg (m, signed): q = round(127 sqrt(|x| / s)) sign(x), q in [-127, 127];
-//     m = s (q / 127)^2 sign(q). Relative step 2 / |q|: 1.6% at the block max, and values
-//     down to s / 64000 stay non-zero (linear int8 would zero everything below s / 254).
-//   exp_avg_sq (v, unsigned): q = round(255 (v / s)^(1/4)), q in [0, 255];
-//     v = s (q / 255)^4. This is a square map of sqrt(v), the quantity Adam divides by:
-//     sqrt(v) keeps a relative step of 2 / q, and v stays non-zero down to s / 6.8e10.
-//     In gradient terms v underflows below ~4e-6 of its block's largest |g|, m already
-//     below ~1.6e-5, so a stored v of zero under a non-zero m (a step of m / eps) is rare.
+// The int8 mappings. Both are square-root ("companding") maps of x / scale, where scale is
+// the block's absmax, so the codes are dense near zero like the paper's dynamic map but need
+// no lookup table. The square root is read off the float's bits rather than computed:
+//   bit_sqrt(y) = float(((bits(y) & 0x7FFFFFFF) >> 1) + kBitSqrtBias),
+// which halves the exponent and the mantissa together: for y = 4^k (1 + f), f in [0, 1),
+// bit_sqrt(y) = 2^k (1 + f / 2); for y = 2 4^k (1 + f), 2^k (3 + f) / 2. It is continuous,
+// increasing, equal to sqrt at every power of four and at most 6.1% above it elsewhere, and
+// bit_square, its inverse, is a subtraction and a shift. A power of two 2^e times bit_sqrt
+// is the same with the bias kBitSqrtBias + (e << 23), so a code's 128 or 256 levels cost
+// nothing either. Why: a fused int8 step is bound by its instruction count once it has no
+// more square roots than the fp32 step (one, for Adam's denominator; with a true square
+// root map it had three), and these are two or three integer operations each way.
+//   exp_avg (m, signed): q = round(128 bit_sqrt(|x| t / s)) sign(x), q in [-127, 127], with
+//     t = kSignedCodeTop = bit_square(127 / 128) = 63 / 64, so the block max is code 127;
+//     m = bit_square(|q| / 128) (s / t) sign(q). Relative error at most
+//     sqrt(2) / (128 sqrt(|x| t / s)) (a true square root has 1 / (...)): 1.1% at the block
+//     max, and values down to s / 64000 stay non-zero (linear int8 zeroes below s / 254).
+//   exp_avg_sq (v, unsigned): q = round(256 bit_sqrt(sqrt(v / s) u)), q in [0, 255], with
+//     u = kUnsignedCodeTop = bit_square(255 / 256) = 127 / 128; v = bit_square(q / 256)^2 s / u^2.
+//     A square-root map of sqrt(v), the quantity Adam divides by (the step has it already):
+//     v stays non-zero down to s / 6.8e10. In gradient terms v underflows below ~4e-6 of
+//     its block's largest |g|, m already below ~1.6e-5, so a stored v of zero under a
+//     non-zero m (a step of m / eps) is rare.
 // Other powers were measured on the tests' AdamW problems (compressed_state_accuracy_test):
 // sqrt(v) linear (power 2 for v) lets v underflow under a live m and blows up; powers 4 / 8
 // (m / v) cost so much precision near the block max that the loss stalled far above fp32's.
-// Rounding is to nearest even; codes saturate at 127 / 255, and NaN encodes as the largest
-// code (non-finite states are not supported, but they must not be undefined behaviour).
+// Every operation is an exact IEEE operation or integer arithmetic on the bits, so a SIMD
+// kernel and these scalar functions give the same codes bit for bit. Rounding is to nearest
+// even; codes saturate at 127 / 255, and NaN encodes as the largest code (non-finite states
+// are not supported, but they must not be undefined behaviour).
 // Known limit of deterministic rounding (bf16 too): a change smaller than half a code step
 // is lost, and v with beta2 = 0.999 moves ~0.1% per step once t is large, so v tends to stay
 // put until a larger gradient arrives; stochastic rounding would remove that bias.
-// The constants fold into one factor per block, so an encoder is a multiply, a square root
-// and a rounding, and a decoder two multiplies (one per power of two) and one by the step:
-//   encode_signed(x, f)   = round(min(sqrt(|x f|), 127)) sign(x),  f = signed_code_factor(s);
-//   decode_signed(q, s)   = q |q| signed_code_step(s);
-//   encode_unsigned(x, f) = round(min(sqrt(sqrt(x) f), 255)),   f = unsigned_code_factor(s);
-//   decode_unsigned(q, s) = (q q)(q q) unsigned_code_step(s).
+// The constants fold into one factor and one step per block:
+//   encode_signed(x, f)   = round(min(bit_sqrt(x f, kSignedCodeBias), 127)) sign(x),
+//                           f = signed_code_factor(s) = t / s;
+//   decode_signed(q, s)   = bit_square(q, kSignedCodeBias) signed_code_step(s) sign(q),
+//                           signed_code_step(s) = s / t;
+//   encode_unsigned(x, f) = round(min(bit_sqrt(sqrt(x) f, kUnsignedCodeBias), 255)),
+//                           f = unsigned_code_factor(s) = u / sqrt(s);
+//   decode_unsigned(q, s) = (b b) unsigned_code_step(s), b = bit_square(q, kUnsignedCodeBias),
+//                           unsigned_code_step(s) = s / u^2.
 // encode_unsigned takes sqrt(x) first because the step already has sqrt(v) for Adam's
-// denominator: the fused kernel encodes v with one more square root, not two.
-float signed_code_factor(float scale);    // 127^2 / scale, or 0 when scale is 0 or it overflows
-float unsigned_code_factor(float scale);  // 255^2 / sqrt(scale), or 0 likewise
-float signed_code_step(float scale);      // scale / 127^2
-float unsigned_code_step(float scale);    // scale / 255^4
+// denominator. Checkpoints name the map (kInt8MapName) and refuse codes of another one.
+inline constexpr const char* kInt8MapName = "bit-sqrt";
+inline constexpr uint32_t kBitSqrtBias = 127u << 22;  // half of 1.0f's bits: bit_sqrt(1) = 1
+inline constexpr uint32_t kSignedCodeBias = kBitSqrtBias + (7u << 23);    // 128 bit_sqrt
+inline constexpr uint32_t kUnsignedCodeBias = kBitSqrtBias + (8u << 23);  // 256 bit_sqrt
+inline constexpr float kSignedCodeTop = 63.0f / 64.0f;      // bit_square(127 / 128), exact
+inline constexpr float kUnsignedCodeTop = 127.0f / 128.0f;  // bit_square(255 / 256), exact
+// 2^e bit_sqrt(y) for bias = kBitSqrtBias + (e << 23); the sign bit of y is ignored, NaN and
+// inf give more than any code.
+float bit_sqrt(float y, uint32_t bias = kBitSqrtBias);
+// The inverse: y from r = 2^e bit_sqrt(y); 0 for any r below bit_sqrt(0) (code 0); the sign
+// bit of r is ignored.
+float bit_square(float r, uint32_t bias = kBitSqrtBias);
+float signed_code_factor(float scale);    // t / scale, or 0 when scale is 0 or it overflows
+float unsigned_code_factor(float scale);  // u / sqrt(scale), or 0 likewise
+float signed_code_step(float scale);      // scale / t
+float unsigned_code_step(float scale);    // scale / u^2
 int8_t encode_signed(float x, float factor);
 float decode_signed(int8_t q, float scale);
 uint8_t encode_unsigned(float x, float factor);
