@@ -1,6 +1,7 @@
 // Chooses the SIMD target of the fused kernels: the CPU's best, or a lower one via ZOFF_SIMD.
 #include "zoff/optim/simd_dispatch.h"
 
+#include <cpuid.h>
 #include <hwy/targets.h>
 
 #include <atomic>
@@ -106,6 +107,15 @@ void apply_simd_level_from_env() {
 std::string active_simd_target() { return detail::dispatched_target_name(); }
 
 namespace detail {
+bool cpu_converts_bf16() {
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    // CPUID leaf 7, sub-leaf 1: EAX bit 5 is AVX512_BF16.
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && ((a >> 5) & 1u) != 0;
+  }();
+  return has;
+}
+
 void ensure_simd_env_applied() {
   if (g_env_applied.load(std::memory_order_acquire)) return;
   std::call_once(g_env_once, [] {

@@ -23,4 +23,8 @@ int64_t compiled_simd_targets();
 // Highway's name of the target HWY_DYNAMIC_DISPATCH picks now.
 std::string dispatched_target_name();
 
+// True when the CPU has AVX512_BF16 (vcvtneps2bf16): Highway 1.0.3's AVX-512 targets do not
+// include it, so the kernels that use it check at run time.
+bool cpu_converts_bf16();
+
 }  // namespace zoff::optim::detail

@@ -93,6 +93,33 @@ TEST(CompressedAdamKernels, Int8FusedEqualsReferenceBitwiseOnEveryTarget) {
   }
 }
 
+// The bf16 copy-out of subnormal and NaN parameters, which the one-instruction conversion
+// (AVX512_BF16 CPUs) would flush or quiet: with lr = 0 the params stay as they are, and the
+// copy-out equals the reference's, whole vectors of normal numbers beside them.
+TEST(CompressedAdamKernels, Int8CopyOutOfSubnormalAndNanParamsEqualsReference) {
+  const size_t n = 3 * 16 + 5;
+  OptimizerOptions o = adam_cases()[0];
+  const auto c = adam_coefficients(o, 0.0, 1);
+  auto p0 = randn(n, 21);
+  p0[3] = 1e-40f;                                      // vector 0: a subnormal
+  p0[17] = -std::numeric_limits<float>::denorm_min();  // vector 1: another
+  p0[20] = std::numeric_limits<float>::quiet_NaN();    // and a NaN beside it
+  p0[49] = 3e-39f;                                     // the tail
+  const auto g = randn(n, 22, 0.1f);
+  Int8Run want(p0);
+  reference_adam_int8_states(c, want.p.data(), g.data(), want.states(), n, CopyOut::kBf16,
+                             want.out.data());
+  ASSERT_EQ(want.out[3], float_to_bf16(1e-40f));  // kept subnormal, not flushed
+  ASSERT_NE(want.out[3], 0u);
+  for_each_simd_level([&](SimdLevel) {
+    Int8Run got(p0);
+    fused_adam_int8_states(c, got.p.data(), g.data(), got.states(), n, CopyOut::kBf16,
+                           got.out.data());
+    EXPECT_EQ(mismatches(got.out, want.out), 0u) << "bf16 copy-out";
+    EXPECT_EQ(mismatches(got.p, want.p), 0u) << "params";
+  });
+}
+
 TEST(CompressedAdamKernels, Bf16FusedEqualsReferenceBitwiseOnEveryTarget) {
   for (const auto& o : adam_cases()) {
     for (size_t n : kBlockLengths) {
