@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -48,13 +49,9 @@ int64_t state_section_numel(const std::string& name, int64_t shard_size) {
              : shard_size;
 }
 
-// True when some state section holds int8 codes.
-template <class Dtypes>
-bool has_int8_codes(const Dtypes& dtypes) {
-  for (const auto& d : dtypes) {
-    if (d == "I8" || d == "U8") return true;
-  }
-  return false;
+// True when some state section dtype is one of int8 codes.
+bool has_int8_codes(const std::vector<std::string>& dtypes) {
+  return std::any_of(dtypes.begin(), dtypes.end(), engine::is_int8_code_dtype);
 }
 
 // Int8 codes decode only with the map that wrote them. Checkpoints before the map had a name
@@ -144,7 +141,7 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
   j["preset"] = run.preset;
   if (run.context != 0) j["context"] = run.context;  // absent: the preset's (older files too)
   j["seed"] = run.seed;
-  ojson names = ojson::array(), dtypes = ojson::array();
+  std::vector<std::string> names, dtypes;
   for (const auto& sec : states) {
     names.push_back(sec.name);
     dtypes.push_back(sec.dtype);

@@ -157,7 +157,7 @@ void decode_int8_piece(const Piece& p, const OldRankFile& file, const std::strin
 void decode_pieces(const std::vector<Piece>& pieces, const std::map<int, const OldRankFile*>& files,
                    const std::string& file_section, const std::string& old_dtype,
                    std::vector<float>* values) {
-  if (old_dtype == "I8" || old_dtype == "U8") {
+  if (engine::is_int8_code_dtype(old_dtype)) {
     for (const auto& p : pieces) {
       decode_int8_piece(p, *files.at(p.old_rank), file_section, old_dtype == "I8", values);
     }
@@ -198,7 +198,7 @@ size_t convert_section(const std::vector<Piece>& pieces,
   const auto& sec = sections[i];
   std::vector<float> values(static_cast<size_t>(sec.numel), 0.0f);
   decode_pieces(pieces, files, file_section, old_dtype, &values);
-  if (sec.dtype == "I8" || sec.dtype == "U8") {
+  if (engine::is_int8_code_dtype(sec.dtype)) {
     std::vector<uint8_t> codes(values.size());
     const auto& scales_sec = sections.at(i + 1);
     std::vector<float> scales(static_cast<size_t>(scales_sec.numel));
@@ -286,7 +286,7 @@ std::vector<uint8_t> read_resharded(const CheckpointInfo& info, engine::ZeroEngi
     const auto& sec = sections[i];
     const std::string file_section = sec.name == "master" ? "master" : "optim." + sec.name;
     const std::string& old_dtype = old_dtypes.at(file_section);
-    const bool int8 = sec.dtype == "I8" || sec.dtype == "U8";
+    const bool int8 = engine::is_int8_code_dtype(sec.dtype);
     if (old_dtype == sec.dtype && !int8) {  // the same format: bytes as they are
       copy_section(pieces, files, sec, file_section);
       ++i;

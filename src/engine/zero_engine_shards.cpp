@@ -101,9 +101,11 @@ void gather_stored(dist::Comm& comm, const optim::StoredState& st, int64_t shard
 size_t section_element_bytes(const std::string& dtype) {
   if (dtype == "F32") return 4;
   if (dtype == "BF16") return 2;
-  if (dtype == "I8" || dtype == "U8") return 1;
+  if (is_int8_code_dtype(dtype)) return 1;
   throw UsageError("state section dtype '" + dtype + "': must be F32, BF16, I8 or U8");
 }
+
+bool is_int8_code_dtype(const std::string& dtype) { return dtype == "I8" || dtype == "U8"; }
 
 optim::ShardOptimizer& ZeroEngine::optimizer() {
   ZOFF_CHECK(optimizer_ != nullptr,

@@ -61,6 +61,10 @@ struct StateSection {
 // throws zoff::UsageError naming it.
 size_t section_element_bytes(const std::string& dtype);
 
+// True for the StateSection dtypes of int8 codes ("I8" signed, for exp_avg; "U8" unsigned,
+// for exp_avg_sq), which need their block scales and the map that wrote them to decode.
+bool is_int8_code_dtype(const std::string& dtype);
+
 // What one optimizer step did.
 struct StepStats {
   int64_t step = 0;        // optimizer steps done, including this one (and skipped ones)
