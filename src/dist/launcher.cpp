@@ -273,7 +273,9 @@ int launch(const LaunchOptions& options) {
   options.validate();
   check_resolvable("launch: --master-addr ", options.master_addr);
   const std::string path = resolve_command(options.command[0]);
-  const int port = options.master_port != 0 ? options.master_port : pick_free_port();
+  // Two ports: the Python module's rendezvous takes MASTER_PORT + 1, so that a process group
+  // of the user's own can have MASTER_PORT (python/src/process_comm.cpp).
+  const int port = options.master_port != 0 ? options.master_port : pick_free_port(2);
   const int threads = options.threads_per_rank > 0
                           ? options.threads_per_rank
                           : std::max(1, available_cores() / options.nproc_per_node);

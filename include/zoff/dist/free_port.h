@@ -1,12 +1,16 @@
-// Asking the kernel for a TCP port nobody is listening on, for a rendezvous on one node.
+// Asking the kernel for TCP ports nobody is using, for a rendezvous on one node.
 #pragma once
 
 namespace zoff::dist {
 
-// Binds a TCP socket to port 0 on all IPv4 interfaces, reads the port the kernel chose and
-// closes the socket. The port is free now, not reserved: the caller should hand it to the
-// store's host promptly. The kernel cycles through ephemeral ports, so two jobs started
-// together get different ports. Throws zoff::Error if no socket can be bound.
-int pick_free_port();
+// Returns the first of `count` consecutive TCP ports (count >= 1) that could all be bound on
+// every IPv4 interface just now. The ports are free now, not reserved: the caller should hand
+// them to the store's host promptly. They are drawn at random from below the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range), where the kernel never puts the sockets of
+// outgoing connections or of bind(port 0): Gloo opens many of those, and a port picked inside
+// that range could be taken by another job's connection before the store binds it. When the
+// range leaves too little room below it, the kernel's own choice of one free port (count 1
+// only). Throws zoff::Error if no such ports are found.
+int pick_free_port(int count = 1);
 
 }  // namespace zoff::dist

@@ -14,7 +14,7 @@ struct LaunchOptions {
   int nnodes = 1;                         // nodes in the job, one launcher each
   int node_rank = 0;                      // this node, in [0, nnodes)
   std::string master_addr = "127.0.0.1";  // host of rank 0 (and of the rendezvous store)
-  int master_port = 0;                    // 0: pick a free port (single node only)
+  int master_port = 0;                    // 0: pick free ports P, P+1 (one node)
   int threads_per_rank = 0;               // 0: max(1, available cores / nproc_per_node)
   double timeout_seconds = 0;             // whole job; 0: no limit
   double grace_seconds = 5;               // SIGTERM -> SIGKILL delay when stopping ranks
