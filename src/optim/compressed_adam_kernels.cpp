@@ -55,6 +55,16 @@ HWY_INLINE hn::Vec<D> bit_square_lanes(D d, hn::Vec<D> r, uint32_t bias) {
   return hn::BitCast(d, hn::ShiftLeft<1>(hn::Sub(hn::Max(hn::BitCast(du, r), b), b)));
 }
 
+// CopySign(magnitude, sign) for a magnitude whose sign bit is clear (bit_square's and
+// bit_sqrt's results, which are never negative, NaN included): one ternlog that overwrites
+// the magnitude, where CopySign's overwrites a copy of the sign-bit constant, one more
+// instruction, and the int8 loop is bound by their count.
+template <class V>
+HWY_INLINE V with_sign_of(V magnitude, V sign) {
+  const hn::DFromV<V> d;
+  return hn::OrAnd(magnitude, sign, hn::SignBit(d));
+}
+
 // Decoders and encoders of state_dtype.h, lane by lane, with the same operations in the same
 // order as decode_signed / encode_signed / decode_unsigned / encode_unsigned. The decoders
 // take the block's step (signed_code_step / unsigned_code_step of its scale).
@@ -63,7 +73,7 @@ HWY_INLINE hn::Vec<D> decode_signed_lanes(D d, const int8_t* HWY_RESTRICT q, hn:
   const hn::Rebind<int8_t, D> d8;
   const hn::RebindToSigned<D> di;
   const auto r = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q)));
-  return hn::CopySign(hn::Mul(bit_square_lanes(d, r, kSignedCodeBias), step), r);
+  return hn::Mul(with_sign_of(bit_square_lanes(d, r, kSignedCodeBias), r), step);
 }
 
 template <class D>
@@ -103,7 +113,7 @@ HWY_INLINE void encode_signed_lanes(D d, hn::Vec<D> x, hn::Vec<D> factor, int8_t
   const auto scaled = hn::Mul(x, factor);
   const auto r = hn::Min(bit_sqrt_lanes(d, scaled, kSignedCodeBias), hn::Set(d, kSignedCodeMax));
   // Rounding to nearest even is symmetric, so the sign can go on before it.
-  store_codes<true>(d, hn::CopySign(r, scaled), q);
+  store_codes<true>(d, with_sign_of(r, scaled), q);
 }
 
 // v's code from root = sqrt(v) (which the update computed):
@@ -159,6 +169,9 @@ HWY_INLINE void store_copy(D d, hn::Vec<D> p, uint16_t* HWY_RESTRICT out) {
 // params/s without, 1.99 with; 512 to 4096 measured, 1024 best by a few percent). With the
 // encoding interleaved in the update loop, 2048 was within the noise of 1024 at 50M and 1M.
 constexpr size_t kPrefetchAhead = 1024;
+
+// Vectors per group of the int8 update loop (see prefetch_group in update_int8_block).
+constexpr size_t kGroupVectors = 4;
 
 // The new m, sqrt(v) and the block's absmax of m and of v, from one int8 block's update.
 // The loop keeps two: a block's update writes one while the previous block's encoding reads
@@ -228,9 +241,6 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
       __attribute__((always_inline)) {
     hwy::Prefetch(p + i + kPrefetchAhead);
     hwy::Prefetch(g + i + kPrefetchAhead);
-    hwy::Prefetch(m_codes + i + kPrefetchAhead);
-    hwy::Prefetch(v_codes + i + kPrefetchAhead);
-    if (kOut != CopyOut::kNone) hwy::Prefetch(out + i + kPrefetchAhead);
     auto vp = hn::LoadU(d, p + i);
     auto vm = decode_signed_lanes(d, m_codes + i, hn::Set(d, m_step));
     auto vv = decode_unsigned_lanes(d, v_codes + i, hn::Set(d, v_step));
@@ -242,14 +252,36 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
     m_acc = fold_absmax(m_acc, hn::Abs(vm));
     v_acc = fold_absmax(v_acc, vv);  // v >= +0: a sum of products of squares and betas
   };
+  // The codes and the copy-out of a group of kGroupVectors vectors (64 codes of each state, a
+  // cache line, and 128 bytes of copy-out on AVX-512): prefetched once per group, not once
+  // per vector as p and g (a line per vector), which saves instructions in a loop bound by
+  // their count.
+  auto prefetch_group = [&](size_t i) HWY_ATTR __attribute__((always_inline)) {
+    hwy::Prefetch(m_codes + i + kPrefetchAhead);
+    hwy::Prefetch(v_codes + i + kPrefetchAhead);
+    if (kOut != CopyOut::kNone) {
+      hwy::Prefetch(out + i + kPrefetchAhead);
+      hwy::Prefetch(out + i + kPrefetchAhead + 32);
+    }
+  };
   const hn::ScalableTag<float> d;
+  const size_t lanes_d = hn::Lanes(d);
   auto m_acc = hn::Zero(d), v_acc = hn::Zero(d);
   size_t i = 0;
   const PendingEncode prev = previous;  // a local, as `c`: stores cannot move its fields
+  auto vector_at = [&](size_t at, auto encode_previous) HWY_ATTR __attribute__((always_inline)) {
+    lanes(d, at, m_acc, v_acc);
+    if constexpr (decltype(encode_previous)::value) encode_lanes_at(d, prev, at);
+  };
   auto vectors = [&](auto encode_previous) HWY_ATTR {
-    for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) {
-      lanes(d, i, m_acc, v_acc);
-      if constexpr (decltype(encode_previous)::value) encode_lanes_at(d, prev, i);
+    for (; i + kGroupVectors * lanes_d <= n; i += kGroupVectors * lanes_d) {
+      prefetch_group(i);
+#pragma GCC unroll 4
+      for (size_t k = 0; k < kGroupVectors; ++k) vector_at(i + k * lanes_d, encode_previous);
+    }
+    for (; i + lanes_d <= n; i += lanes_d) {
+      prefetch_group(i);
+      vector_at(i, encode_previous);
     }
   };
   // A block before the last is whole, so `previous` has at least as many elements as this one.

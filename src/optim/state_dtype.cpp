@@ -109,7 +109,8 @@ int8_t encode_signed(float x, float factor) {
 
 float decode_signed(int8_t q, float scale) {
   const auto r = static_cast<float>(q);
-  return std::copysign(bit_square(r, kSignedCodeBias) * signed_code_step(scale), r);
+  // The sign goes on before the step (the same value; the SIMD decoder saves an instruction).
+  return std::copysign(bit_square(r, kSignedCodeBias), r) * signed_code_step(scale);
 }
 
 uint8_t encode_unsigned(float x, float factor) {

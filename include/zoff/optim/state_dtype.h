@@ -77,7 +77,7 @@ int64_t round_sub_group(int64_t requested, size_t alignment, size_t numel, size_
 // The constants fold into one factor and one step per block:
 //   encode_signed(x, f)   = round(min(bit_sqrt(x f, kSignedCodeBias), 127)) sign(x),
 //                           f = signed_code_factor(s) = t / s;
-//   decode_signed(q, s)   = bit_square(q, kSignedCodeBias) signed_code_step(s) sign(q),
+//   decode_signed(q, s)   = bit_square(q, kSignedCodeBias) sign(q) signed_code_step(s),
 //                           signed_code_step(s) = s / t;
 //   encode_unsigned(x, f) = round(min(bit_sqrt(sqrt(x) f, kUnsignedCodeBias), 255)),
 //                           f = unsigned_code_factor(s) = u / sqrt(s);
