@@ -22,6 +22,7 @@ models::GptConfig gpt_config(const py::dict& d) {
   c.block_size = d["block_size"].cast<int64_t>();
   c.vocab_size = d["vocab_size"].cast<int64_t>();
   c.fused_layer_norm = false;  // the Python GPT's LayerNorm: widen, fp32 layer_norm, round
+  c.fused_gelu = false;        // and its GELU: LibTorch's gelu
   return c;
 }
 

@@ -45,6 +45,7 @@ class GptBlockImpl : public torch::nn::Module {
  private:
   double dropout_;
   bool fused_layer_norm_;
+  bool fused_gelu_;
 };
 TORCH_MODULE(GptBlock);
 

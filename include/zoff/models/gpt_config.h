@@ -20,6 +20,9 @@ struct GptConfig {
   // bf16 activations: LayerNorm through zoff's fused kernel (fused_layer_norm.h) instead of
   // LibTorch's widen / fp32 layer_norm / round; false gives the same ops as a PyTorch GPT.
   bool fused_layer_norm = true;
+  // bf16 activations: the MLP's GELU through zoff's fused kernel (fused_gelu.h) instead of
+  // LibTorch's gelu; false gives the same ops as a PyTorch GPT.
+  bool fused_gelu = true;
 };
 
 // Checks every field; a bad one is a zoff::UsageError naming it.
