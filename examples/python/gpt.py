@@ -1,11 +1,18 @@
 """A byte-level GPT in plain PyTorch, op for op the same as zoff's C++ gpt (src/models/gpt.cpp),
-and the text of Debian's fortunes as its data. Nothing here knows zoff."""
+and the text of Debian's fortunes as its data. Nothing here needs zoff: where zoff imports,
+bf16 LayerNorm and GELU take its fused kernels (zoff.nn), as the C++ gpt does."""
 import math
 import os
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+try:  # zoff's fused bf16 CPU kernels where zoff imports; plain PyTorch otherwise
+    from zoff import nn as zoff_nn
+except ImportError:
+    zoff_nn = None
+gelu = zoff_nn.gelu if zoff_nn is not None else F.gelu
 
 PRESETS = {  # the C++ presets (include/zoff/models/gpt_config.h)
     "tiny": dict(n_layer=5, n_head=4, n_embd=128, block_size=128),
@@ -16,11 +23,14 @@ PRESETS = {  # the C++ presets (include/zoff/models/gpt_config.h)
 class LayerNorm(nn.LayerNorm):
     """nn.LayerNorm computed in fp32 when x is 16-bit, rounded back to x's dtype (what
     torch.autocast does on CPU, and zoff's C++ gpt; PyTorch 1.13's bf16 layer_norm is slower
-    on CPU). fp32 x: nn.LayerNorm itself."""
+    on CPU): for bf16 outside autocast in one kernel (zoff.nn.layer_norm) where zoff
+    imports, else widen, normalize, round. fp32 x: nn.LayerNorm itself."""
 
     def forward(self, x):
         if x.dtype == torch.float32:
             return super().forward(x)
+        if zoff_nn is not None and x.dtype == torch.bfloat16 and not torch.is_autocast_cpu_enabled():
+            return zoff_nn.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
         return F.layer_norm(x.float(), self.normalized_shape, self.weight.float(),
                             self.bias.float(), self.eps).to(x.dtype)
 
@@ -58,7 +68,7 @@ class Block(nn.Module):
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
-        return x + self.mlp_proj(F.gelu(self.fc(self.ln_2(x))))
+        return x + self.mlp_proj(gelu(self.fc(self.ln_2(x))))
 
 
 class GPT(nn.Module):

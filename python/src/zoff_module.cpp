@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "error_translation.h"
+#include "fused_ops.h"
 #include "process_comm.h"
 #include "py_engine.h"
 #include "reference_run.h"
@@ -206,5 +207,6 @@ PYBIND11_MODULE(_zoff, m) {
   zoff::python::bind_engine(m);
   zoff::python::bind_functions(m);
   zoff::python::bind_reference_run(m);
+  zoff::python::bind_fused_ops(m);
   zoff::python::bind_op_profile(m);
 }

@@ -14,10 +14,11 @@ import torch
 from . import _zoff
 from .config import config_json
 from .engine import ConfigWarning, Engine, StepStats
+from . import nn
 from .op_profile import OpProfile
 from .unit_hooks import default_unit_modules
 
-__all__ = ["initialize", "export", "world", "Engine", "StepStats", "ConfigWarning", "OpProfile"]
+__all__ = ["initialize", "export", "world", "Engine", "StepStats", "ConfigWarning", "OpProfile", "nn"]
 
 _engines = weakref.WeakKeyDictionary()  # model -> its engine: one engine per model
 

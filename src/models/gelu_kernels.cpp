@@ -4,9 +4,10 @@
 #undef HWY_TARGET_INCLUDE
 // Resolved against the include path (<repo>/include), as the optim kernels.
 #define HWY_TARGET_INCLUDE "../src/models/gelu_kernels.cpp"
-#include <hwy/contrib/math/math-inl.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+// After highway.h, in a block of its own (clang-format keeps the order): per target, Exp.
+#include <hwy/contrib/math/math-inl.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -1,0 +1,74 @@
+"""zoff.nn: the fused bf16 LayerNorm and GELU against PyTorch's own ops, and their fallbacks."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import zoff
+from zoff import nn as znn
+
+BF16_ULP = 1.0 / 128  # one bf16 ulp, relative (the kernels round fp32 results once)
+ABS_FLOOR = 2e-6      # where both results are within ~1e-5 of 0 (see tests/models/*_test.cpp)
+
+
+def assert_within_ulp(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    diff = (got.double() - want.double()).abs()
+    bound = want.double().abs() * BF16_ULP + ABS_FLOOR
+    assert bool((diff <= bound).all()), f"largest difference {diff.max().item()}"
+
+
+def forward_backward(fn, x, dy, *params):
+    x = x.detach().clone().requires_grad_()
+    params = [p.detach().clone().requires_grad_() for p in params]
+    y = fn(x, *params)
+    y.backward(dy)
+    return y.detach(), x.grad, [p.grad for p in params]
+
+
+def test_layer_norm_matches_widen_normalize_round():
+    torch.manual_seed(0)
+    x = (torch.randn(4, 64, 96) * 3 + 0.5).bfloat16()
+    w, b = (torch.randn(96) * 0.2 + 1).bfloat16(), (torch.randn(96) * 0.1).bfloat16()
+    dy = torch.randn(4, 64, 96).bfloat16()
+
+    def widened(v, wv, bv):
+        return F.layer_norm(v.float(), (96,), wv.float(), bv.float(), 1e-5).bfloat16()
+
+    y, dx, (dw, db) = forward_backward(lambda v, wv, bv: znn.layer_norm(v, (96,), wv, bv, 1e-5), x, dy, w, b)
+    ry, rdx, (rdw, rdb) = forward_backward(widened, x, dy, w, b)
+    assert_within_ulp(y, ry)
+    assert_within_ulp(dx, rdx)
+    assert_within_ulp(dw, rdw)
+    assert_within_ulp(db, rdb)
+
+
+def test_gelu_matches_pytorch():
+    torch.manual_seed(1)
+    x = (torch.randn(64, 1000) * 3 + 0.5).bfloat16()
+    dy = torch.randn(64, 1000).bfloat16()
+    y, dx, _ = forward_backward(znn.gelu, x, dy)
+    ry, rdx, _ = forward_backward(F.gelu, x, dy)
+    assert torch.equal(y, ry)  # the forward is PyTorch's own
+    assert_within_ulp(dx, rdx)
+
+
+def test_modules_are_drop_ins_and_fall_back_outside_bf16():
+    torch.manual_seed(2)
+    ln, ref = znn.LayerNorm(32), torch.nn.LayerNorm(32)
+    ln.load_state_dict(ref.state_dict())  # the same parameters and names
+    x = torch.randn(5, 32)
+    assert torch.equal(ln(x), ref(x))  # fp32: F.layer_norm itself
+    assert torch.equal(znn.GELU()(x), F.gelu(x))
+    assert torch.equal(znn.gelu(x.bfloat16(), approximate="tanh"), F.gelu(x.bfloat16(), approximate="tanh"))
+    xb, wb, bb = x.bfloat16(), ln.weight.bfloat16(), ln.bias.bfloat16()
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast decides: F.layer_norm itself
+        assert torch.equal(znn.layer_norm(xb, (32,), wb, bb), F.layer_norm(xb, (32,), wb, bb))
+    assert "nn" in zoff.__all__
+
+
+def test_bad_input_is_a_value_error_naming_it():
+    with pytest.raises(ValueError, match="x is Float"):
+        zoff._zoff.fused_gelu(torch.zeros(4))
+    x = torch.zeros(4, 8, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"weight has shape \[7\]"):
+        zoff._zoff.fused_layer_norm(x, torch.ones(7), torch.zeros(8), 1e-5)

@@ -1,0 +1,56 @@
+"""zoff's fused bf16 CPU kernels as drop-ins for torch.nn.functional and torch.nn modules.
+
+PyTorch 1.13's CPU LayerNorm on bf16 input is ~3x slower than widening to fp32 and back, and
+its GELU backward takes an erf and an exp per element. zoff's kernels compute in fp32 inside
+and round once, in one pass each way (the C++ gpt uses the same ones). Each function takes
+the kernel only where it applies (bf16 CPU tensors, LayerNorm over the last dimension with
+weight and bias, the exact GELU, autocast off for LayerNorm) and is torch.nn.functional's
+own otherwise, so a model using them runs anywhere.
+
+    from zoff import nn as znn
+    self.ln = znn.LayerNorm(n_embd)          # or znn.layer_norm(x, shape, w, b, eps)
+    h = znn.gelu(self.fc(x))
+"""
+import torch
+import torch.nn.functional as F
+
+from . import _zoff
+
+__all__ = ["layer_norm", "gelu", "LayerNorm", "GELU"]
+
+
+def _fused_applies(x):
+    return x.dtype == torch.bfloat16 and x.device.type == "cpu"
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """F.layer_norm; bf16 x over its last dimension with both weight and bias (bf16 or fp32):
+    zoff's kernel, the fp32 result rounded once to bf16 (what autocast's fp32 LayerNorm gives,
+    in bf16). Under torch.autocast, F.layer_norm itself (autocast runs it in fp32)."""
+    shape = tuple(normalized_shape) if not isinstance(normalized_shape, int) else (normalized_shape,)
+    if (_fused_applies(x) and len(shape) == 1 and weight is not None and bias is not None
+            and not torch.is_autocast_cpu_enabled()):
+        return _zoff.fused_layer_norm(x, weight, bias, float(eps))
+    return F.layer_norm(x, shape, weight, bias, eps)
+
+
+def gelu(x, approximate="none"):
+    """F.gelu; bf16 x with the exact GELU: LibTorch's forward and zoff's one-exponential
+    backward (within one bf16 ulp of LibTorch's, as often correctly rounded)."""
+    if approximate == "none" and _fused_applies(x):
+        return _zoff.fused_gelu(x)
+    return F.gelu(x, approximate=approximate)
+
+
+class LayerNorm(torch.nn.LayerNorm):
+    """torch.nn.LayerNorm whose forward is zoff.nn.layer_norm."""
+
+    def forward(self, x):
+        return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class GELU(torch.nn.GELU):
+    """torch.nn.GELU whose forward is zoff.nn.gelu."""
+
+    def forward(self, x):
+        return gelu(x, approximate=self.approximate)
