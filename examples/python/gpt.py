@@ -1,6 +1,7 @@
 """A byte-level GPT in plain PyTorch, op for op the same as zoff's C++ gpt (src/models/gpt.cpp),
 and the text of Debian's fortunes as its data. Nothing here needs zoff: where zoff imports,
-bf16 LayerNorm and GELU take its fused kernels (zoff.nn), as the C++ gpt does."""
+bf16 LayerNorm, GELU and attention's causal softmax take its fused kernels (zoff.nn), as the
+C++ gpt does."""
 import math
 import os
 
@@ -46,13 +47,16 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         hs = C // self.n_head
         q, k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
-        # Scores plus the causal mask (-inf above the diagonal) in one baddbmm, as the C++
-        # gpt: faster than matmul, scale and masked_fill, and no mask to apply in backward.
-        future = torch.full((T, T), float("-inf"), dtype=q.dtype, device=x.device).triu(1)
-        att = torch.baddbmm(future, q.reshape(B * self.n_head, T, hs),
-                            k.reshape(B * self.n_head, T, hs).transpose(1, 2),
-                            alpha=1.0 / math.sqrt(hs))
-        att = torch.softmax(att.view(B, self.n_head, T, T), -1)
+        q, k = q.reshape(B * self.n_head, T, hs), k.reshape(B * self.n_head, T, hs)
+        if zoff_nn is not None and q.dtype == torch.bfloat16:
+            # zoff's kernel scales, masks and normalizes each row's prefix, as the C++ gpt.
+            att = zoff_nn.causal_softmax(torch.bmm(q, k.transpose(1, 2)), 1.0 / math.sqrt(hs))
+        else:
+            # Scores plus the causal mask (-inf above the diagonal) in one baddbmm, as the C++
+            # gpt: faster than matmul, scale and masked_fill, and no mask to apply in backward.
+            future = torch.full((T, T), float("-inf"), dtype=q.dtype, device=x.device).triu(1)
+            att = torch.softmax(torch.baddbmm(future, q, k.transpose(1, 2), alpha=1.0 / math.sqrt(hs)), -1)
+        att = att.view(B, self.n_head, T, T)
         y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
         return self.proj(y)
 

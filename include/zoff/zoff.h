@@ -53,6 +53,7 @@
 #include "zoff/estimate/param_count.h"
 #include "zoff/estimate/run_plan.h"
 #include "zoff/models/fashion_cnn.h"
+#include "zoff/models/fused_causal_softmax.h"
 #include "zoff/models/fused_gelu.h"
 #include "zoff/models/fused_layer_norm.h"
 #include "zoff/models/generate.h"

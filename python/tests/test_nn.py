@@ -1,4 +1,5 @@
-"""zoff.nn: the fused bf16 LayerNorm and GELU against PyTorch's own ops, and their fallbacks."""
+"""zoff.nn: the fused bf16 LayerNorm, GELU and causal softmax against PyTorch's own ops, and
+their fallbacks."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -52,6 +53,30 @@ def test_gelu_matches_pytorch():
     assert_within_ulp(dx, rdx)
 
 
+def masked_softmax(scores, scale):  # the PyTorch GPT's way: scale, -inf above the diagonal
+    T = scores.size(-1)
+    future = torch.full((T, T), float("-inf"), dtype=scores.dtype).triu(1)
+    return torch.softmax(scores * scale + future, -1)
+
+
+def test_causal_softmax_matches_masked_softmax():
+    torch.manual_seed(3)
+    scores = (torch.randn(2, 3, 40, 40) * 8).bfloat16()  # 40: rows with a partial vector
+    dy = torch.randn(2, 3, 40, 40).bfloat16()
+    y, dx, _ = forward_backward(lambda s: znn.causal_softmax(s, 0.125), scores, dy)
+    ry, rdx, _ = forward_backward(lambda s: masked_softmax(s, 0.125), scores, dy)
+    assert_within_ulp(y, ry)
+    assert bool((y.triu(1) == 0).all()) and bool((dx.triu(1) == 0).all())
+    # dx goes through dy - sum(y dy), which cancels: a one-ulp difference in y moves it by up
+    # to scale * 2^-8 * 3 max|dy| of the row (tests/models/fused_causal_softmax_test.cpp).
+    floor = dy.double().abs().amax(-1, keepdim=True) * (0.125 * 3 / 256)
+    diff = (dx.double() - rdx.double()).abs()
+    assert bool((diff <= rdx.double().abs() * BF16_ULP + floor).all()), diff.max().item()
+    # fp32: PyTorch's own ops, the same values as the masked softmax
+    s32 = scores.float()
+    assert torch.allclose(znn.causal_softmax(s32, 0.125), masked_softmax(s32, 0.125))
+
+
 def test_modules_are_drop_ins_and_fall_back_outside_bf16():
     torch.manual_seed(2)
     ln, ref = znn.LayerNorm(32), torch.nn.LayerNorm(32)
@@ -72,3 +97,9 @@ def test_bad_input_is_a_value_error_naming_it():
     x = torch.zeros(4, 8, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match=r"weight has shape \[7\]"):
         zoff._zoff.fused_layer_norm(x, torch.ones(7), torch.zeros(8), 1e-5)
+    with pytest.raises(ValueError, match=r"shape \[4, 5\]"):
+        znn.causal_softmax(torch.zeros(4, 5, dtype=torch.bfloat16), 0.5)
+    with pytest.raises(ValueError, match="scale = 0"):
+        znn.causal_softmax(torch.zeros(4, 4), 0.0)
+    with pytest.raises(ValueError, match="scores is Float"):
+        zoff._zoff.fused_causal_softmax(torch.zeros(4, 4), 0.5)

@@ -1,22 +1,26 @@
 """zoff's fused bf16 CPU kernels as drop-ins for torch.nn.functional and torch.nn modules.
 
 PyTorch 1.13's CPU LayerNorm on bf16 input is ~3x slower than widening to fp32 and back, and
-its GELU backward takes an erf and an exp per element. zoff's kernels compute in fp32 inside
+its GELU backward takes an erf and an exp per element; a masked softmax exponentiates the
+masked half of attention's scores too. zoff's kernels compute in fp32 inside
 and round once, in one pass each way (the C++ gpt uses the same ones). Each function takes
 the kernel only where it applies (bf16 CPU tensors, LayerNorm over the last dimension with
-weight and bias, the exact GELU, autocast off for LayerNorm) and is torch.nn.functional's
+weight and bias, the exact GELU, autocast off for LayerNorm, square scores) and is torch.nn.functional's
 own otherwise, so a model using them runs anywhere.
 
     from zoff import nn as znn
     self.ln = znn.LayerNorm(n_embd)          # or znn.layer_norm(x, shape, w, b, eps)
     h = znn.gelu(self.fc(x))
+    att = znn.causal_softmax(q @ k.transpose(-2, -1), 1 / math.sqrt(head_size))
 """
+import math
+
 import torch
 import torch.nn.functional as F
 
 from . import _zoff
 
-__all__ = ["layer_norm", "gelu", "LayerNorm", "GELU"]
+__all__ = ["layer_norm", "gelu", "causal_softmax", "LayerNorm", "GELU"]
 
 
 def _fused_applies(x):
@@ -41,6 +45,22 @@ def gelu(x, approximate="none"):
     if approximate == "none" and _fused_applies(x):
         return _zoff.fused_gelu(x)
     return F.gelu(x, approximate=approximate)
+
+
+def causal_softmax(scores, scale):
+    """Attention weights softmax(scale * scores) over the last dimension with the causal mask
+    (key j > query i gets weight 0), scores [..., T, T]. bf16 CPU scores: zoff's kernel, which
+    reads and exponentiates only each row's prefix, in fp32, rounded once (within one bf16 ulp
+    of the masked PyTorch softmax). Otherwise PyTorch's ops: scale, mask with -inf, softmax."""
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"causal_softmax: scale = {scale}: must be finite and > 0")
+    if scores.dim() < 2 or scores.size(-1) != scores.size(-2):
+        raise ValueError(f"causal_softmax: scores has shape {list(scores.shape)}: expected [..., T, T]")
+    if _fused_applies(scores):
+        return _zoff.fused_causal_softmax(scores, float(scale))
+    T = scores.size(-1)
+    future = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu(1)
+    return torch.softmax((scores * scale).masked_fill(future, float("-inf")), -1)
 
 
 class LayerNorm(torch.nn.LayerNorm):

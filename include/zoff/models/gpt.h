@@ -25,8 +25,12 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear proj{nullptr};  // weight [C, C]
 
  private:
+  // Scores [B nh, T, T] -> attention weights [B, nh, T, T], causal, scaled by 1 / sqrt(hs).
+  torch::Tensor weights(const torch::Tensor& q, const torch::Tensor& k) const;
+
   int64_t n_head_;
   double dropout_;
+  bool fused_softmax_;
 };
 TORCH_MODULE(CausalSelfAttention);
 

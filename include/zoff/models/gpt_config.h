@@ -23,6 +23,10 @@ struct GptConfig {
   // bf16 activations: the MLP's GELU through zoff's fused kernel (fused_gelu.h) instead of
   // LibTorch's gelu; false gives the same ops as a PyTorch GPT.
   bool fused_gelu = true;
+  // bf16 activations: attention's scaled, causally masked softmax through zoff's fused kernel
+  // (fused_causal_softmax.h) after a plain bmm, instead of baddbmm with a -inf mask and
+  // LibTorch's softmax; false gives the same ops as a PyTorch GPT.
+  bool fused_softmax = true;
 };
 
 // Checks every field; a bad one is a zoff::UsageError naming it.
