@@ -18,8 +18,8 @@ void bind_fused_ops(py::module_& m) {
   m.def("fused_layer_norm", &models::fused_layer_norm, py::arg("x"), py::arg("weight"),
         py::arg("bias"), py::arg("eps"), py::call_guard<py::gil_scoped_release>());
   m.def("fused_gelu", &models::fused_gelu, py::arg("x"), py::call_guard<py::gil_scoped_release>());
-  m.def("fused_causal_softmax", &models::fused_causal_softmax, py::arg("scores"),
-        py::arg("scale"), py::call_guard<py::gil_scoped_release>());
+  m.def("fused_causal_softmax", &models::fused_causal_softmax, py::arg("scores"), py::arg("scale"),
+        py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace zoff::python
