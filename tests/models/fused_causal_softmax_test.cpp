@@ -14,11 +14,17 @@
 #include <tuple>
 #include <vector>
 
+#include "models/fused_kernel_checks.h"
 #include "zoff/core/error.h"
 #include "zoff/optim/simd_dispatch.h"
 
 namespace zoff::models {
 namespace {
+
+using kernel_checks::differing_fraction;
+using kernel_checks::forward_backward;
+using kernel_checks::Result;
+using kernel_checks::SimdLevelGuard;
 
 // gpt small's scale, 1 / sqrt(64): a power of two, so scaling bf16 scores is exact and both
 // sides see the same fp32 inputs.
@@ -37,22 +43,9 @@ constexpr double kMaxDifferingDx = 0.12;
 // elements (as a fraction) than LibTorch's bf16 path misses.
 constexpr double kAccuracyMargin = 0.002;
 
-struct Result {
-  torch::Tensor y, dx;
-};
-
-// y and the scores' gradient of (y * dy).sum() through `softmax`.
-template <class Softmax>
-Result run(const Softmax& softmax, const torch::Tensor& s, const torch::Tensor& dy) {
-  auto sv = s.detach().clone().requires_grad_();
-  auto y = softmax(sv);
-  y.backward(dy);
-  return {y.detach(), sv.grad()};
-}
-
 // What the gpt did before: scale, add the causal mask, LibTorch's softmax, in s's dtype.
 Result libtorch(const torch::Tensor& s, const torch::Tensor& dy, double scale = kScale) {
-  return run(
+  return forward_backward(
       [scale](const torch::Tensor& v) {
         const int64_t T = v.size(-1);
         const auto future =
@@ -63,11 +56,8 @@ Result libtorch(const torch::Tensor& s, const torch::Tensor& dy, double scale = 
 }
 
 Result fused(const torch::Tensor& s, const torch::Tensor& dy, double scale = kScale) {
-  return run([scale](const torch::Tensor& v) { return fused_causal_softmax(v, scale); }, s, dy);
-}
-
-double differing_fraction(const torch::Tensor& a, const torch::Tensor& b) {
-  return a.ne(b).to(torch::kFloat64).mean().item<double>();
+  return forward_backward(
+      [scale](const torch::Tensor& v) { return fused_causal_softmax(v, scale); }, s, dy);
 }
 
 // |got - want| <= |want| * kBf16Ulp + floor, elementwise, and the elements that differ at
@@ -101,11 +91,6 @@ void expect_future_zero(const Result& r, const std::string& what) {
   EXPECT_TRUE(r.y.masked_select(future.expand_as(r.y)).eq(0).all().item<bool>()) << what;
   EXPECT_TRUE(r.dx.masked_select(future.expand_as(r.dx)).eq(0).all().item<bool>()) << what;
 }
-
-// Puts the best level back however the test ends.
-struct SimdLevelGuard {
-  ~SimdLevelGuard() { optim::force_simd_level(optim::SimdLevel::kBest); }
-};
 
 // Scores of attention's spread: q k^T of N(0, 1) vectors of 64 dims has sd 8.
 torch::Tensor scores(const std::vector<int64_t>& shape) {
@@ -180,14 +165,8 @@ TEST(FusedCausalSoftmax, ResultsDoNotDependOnTheThreadCountOrLayout) {
   torch::manual_seed(5);
   const auto s = scores({4, 3, 300, 300});  // several tasks of the grain
   const auto dy = torch::randn({4, 3, 300, 300}).to(torch::kBFloat16);
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);
-  const auto one = fused(s, dy);
-  at::set_num_threads(2);
-  const auto two = fused(s, dy);
-  at::set_num_threads(threads);
-  EXPECT_TRUE(torch::equal(one.y, two.y));
-  EXPECT_TRUE(torch::equal(one.dx, two.dx));
+  const auto one = kernel_checks::expect_same_on_one_and_two_threads(
+      [](const torch::Tensor& v) { return fused_causal_softmax(v, kScale); }, s, dy);
   // A non-contiguous view of the same scores gives the same results.
   const auto wide = torch::zeros({4, 3, 300, 600}, torch::kBFloat16);
   wide.narrow(-1, 0, 300).copy_(s);

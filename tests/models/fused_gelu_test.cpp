@@ -11,11 +11,17 @@
 #include <tuple>
 #include <vector>
 
+#include "models/fused_kernel_checks.h"
 #include "zoff/core/error.h"
 #include "zoff/optim/simd_dispatch.h"
 
 namespace zoff::models {
 namespace {
+
+using kernel_checks::differing_fraction;
+using kernel_checks::forward_backward;
+using kernel_checks::Result;
+using kernel_checks::SimdLevelGuard;
 
 // erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7) against LibTorch's Sleef erf (1 ulp):
 // an fp32 result can land on the other side of a bf16 rounding boundary, so results are at
@@ -33,29 +39,12 @@ constexpr double kMaxDifferingFraction = 0.05;
 // elements (as a fraction) than LibTorch's bf16 path misses.
 constexpr double kAccuracyMargin = 0.002;
 
-struct Result {
-  torch::Tensor y, dx;
-};
-
-// y and x's gradient of (y * dy).sum() through `gelu`.
-template <class Gelu>
-Result run(const Gelu& gelu, const torch::Tensor& x, const torch::Tensor& dy) {
-  auto xv = x.detach().clone().requires_grad_();
-  auto y = gelu(xv);
-  y.backward(dy);
-  return {y.detach(), xv.grad()};
-}
-
 Result libtorch(const torch::Tensor& x, const torch::Tensor& dy) {
-  return run([](const torch::Tensor& v) { return torch::gelu(v); }, x, dy);
+  return forward_backward([](const torch::Tensor& v) { return torch::gelu(v); }, x, dy);
 }
 
 Result fused(const torch::Tensor& x, const torch::Tensor& dy) {
-  return run([](const torch::Tensor& v) { return fused_gelu(v); }, x, dy);
-}
-
-double differing_fraction(const torch::Tensor& a, const torch::Tensor& b) {
-  return a.ne(b).to(torch::kFloat64).mean().item<double>();
+  return forward_backward([](const torch::Tensor& v) { return fused_gelu(v); }, x, dy);
 }
 
 void expect_close(const torch::Tensor& got, const torch::Tensor& want, const std::string& what) {
@@ -68,11 +57,6 @@ void expect_close(const torch::Tensor& got, const torch::Tensor& want, const std
       << what << ": largest difference " << diff.max().item<double>();
   EXPECT_LE(differing_fraction(got, want), kMaxDifferingFraction) << what;
 }
-
-// Puts the best level back however the test ends.
-struct SimdLevelGuard {
-  ~SimdLevelGuard() { optim::force_simd_level(optim::SimdLevel::kBest); }
-};
 
 TEST(FusedGelu, MatchesLibTorchOnEverySimdLevel) {
   SimdLevelGuard guard;
@@ -136,14 +120,8 @@ TEST(FusedGelu, ResultsDoNotDependOnTheThreadCountOrLayout) {
   torch::manual_seed(5);
   const auto x = torch::randn({600, 700}).to(torch::kBFloat16);  // several tasks of kGrain
   const auto dy = torch::randn({600, 700}).to(torch::kBFloat16);
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);
-  const auto one = fused(x, dy);
-  at::set_num_threads(2);
-  const auto two = fused(x, dy);
-  at::set_num_threads(threads);
-  EXPECT_TRUE(torch::equal(one.y, two.y));
-  EXPECT_TRUE(torch::equal(one.dx, two.dx));
+  const auto one = kernel_checks::expect_same_on_one_and_two_threads(
+      [](const torch::Tensor& v) { return fused_gelu(v); }, x, dy);
   // A transposed (non-contiguous) input gives the transposed results.
   const auto t = fused(x.t(), dy.t());
   EXPECT_TRUE(torch::equal(t.y, one.y.t()));
