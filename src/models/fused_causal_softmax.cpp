@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "bf16_bits.h"
 #include "softmax_kernels.h"
 #include "zoff/core/error.h"
 
@@ -17,7 +18,7 @@ namespace {
 // long enough to hide a pool thread's wake-up.
 constexpr int64_t kGrainElements = 64 * 1024;
 
-uint16_t* bits16(const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr()); }
+using detail::bf16_bits;
 
 int64_t grain_rows(int64_t T) {
   return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(T, 1));
@@ -34,7 +35,7 @@ class FusedCausalSoftmax : public torch::autograd::Function<FusedCausalSoftmax> 
     const int64_t T = s.size(-1);
     auto y = torch::empty_like(s);
     at::parallel_for(0, rows(s, T), grain_rows(T), [&](int64_t begin, int64_t end) {
-      detail::causal_softmax_bf16_forward(bits16(s), bits16(y), static_cast<size_t>(T),
+      detail::causal_softmax_bf16_forward(bf16_bits(s), bf16_bits(y), static_cast<size_t>(T),
                                           static_cast<size_t>(begin), static_cast<size_t>(end),
                                           static_cast<float>(scale));
     });
@@ -51,7 +52,7 @@ class FusedCausalSoftmax : public torch::autograd::Function<FusedCausalSoftmax> 
     const int64_t T = y.size(-1);
     auto dx = torch::empty_like(y);
     at::parallel_for(0, rows(y, T), grain_rows(T), [&](int64_t begin, int64_t end) {
-      detail::causal_softmax_bf16_backward(bits16(y), bits16(dy), bits16(dx),
+      detail::causal_softmax_bf16_backward(bf16_bits(y), bf16_bits(dy), bf16_bits(dx),
                                            static_cast<size_t>(T), static_cast<size_t>(begin),
                                            static_cast<size_t>(end), scale);
     });

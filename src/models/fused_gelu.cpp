@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "bf16_bits.h"
 #include "gelu_kernels.h"
 #include "zoff/core/error.h"
 
@@ -15,7 +16,7 @@ namespace {
 // long enough to hide a pool thread's wake-up.
 constexpr int64_t kGrain = 64 * 1024;
 
-uint16_t* bits16(const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr()); }
+using detail::bf16_bits;
 
 class FusedGelu : public torch::autograd::Function<FusedGelu> {
  public:
@@ -34,8 +35,8 @@ class FusedGelu : public torch::autograd::Function<FusedGelu> {
     const auto dy = grads[0].to(torch::kBFloat16).contiguous();
     auto dx = torch::empty_like(x);
     at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      detail::gelu_bf16_backward(bits16(dy) + begin, bits16(x) + begin,
-                                 static_cast<size_t>(end - begin), bits16(dx) + begin);
+      detail::gelu_bf16_backward(bf16_bits(dy) + begin, bf16_bits(x) + begin,
+                                 static_cast<size_t>(end - begin), bf16_bits(dx) + begin);
     });
     return {dx};
   }

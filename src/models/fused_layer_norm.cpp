@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bf16_bits.h"
 #include "layer_norm_kernels.h"
 #include "zoff/core/error.h"
 
@@ -17,7 +18,7 @@ namespace {
 // order (and the result) does not depend on the number of threads.
 constexpr int64_t kRowsPerChunk = 256;
 
-uint16_t* bits16(const torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr()); }
+using detail::bf16_bits;
 
 void check_inputs(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                   double eps) {
@@ -51,10 +52,10 @@ class FusedLayerNorm : public torch::autograd::Function<FusedLayerNorm> {
     auto rstd = torch::empty({rows}, x.options().dtype(torch::kFloat32));
     at::parallel_for(0, rows, kRowsPerChunk, [&](int64_t begin, int64_t end) {
       std::vector<float> scratch(static_cast<size_t>(cols));
-      detail::layer_norm_bf16_forward(bits16(xc) + begin * cols, w.data_ptr<float>(),
+      detail::layer_norm_bf16_forward(bf16_bits(xc) + begin * cols, w.data_ptr<float>(),
                                       b.data_ptr<float>(), static_cast<size_t>(end - begin),
                                       static_cast<size_t>(cols), static_cast<float>(eps),
-                                      bits16(y) + begin * cols, mean.data_ptr<float>() + begin,
+                                      bf16_bits(y) + begin * cols, mean.data_ptr<float>() + begin,
                                       rstd.data_ptr<float>() + begin, scratch.data());
     });
     ctx->save_for_backward({xc, w, mean, rstd});
@@ -79,10 +80,10 @@ class FusedLayerNorm : public torch::autograd::Function<FusedLayerNorm> {
         const int64_t begin = k * kRowsPerChunk, n = std::min(kRowsPerChunk, rows - begin);
         float* sums = partial.data_ptr<float>() + k * 2 * cols;
         detail::layer_norm_bf16_backward(
-            bits16(dy) + begin * cols, bits16(x) + begin * cols, mean.data_ptr<float>() + begin,
-            rstd.data_ptr<float>() + begin, w.data_ptr<float>(), static_cast<size_t>(n),
-            static_cast<size_t>(cols), bits16(dx) + begin * cols, sums, sums + cols,
-            scratch.data());
+            bf16_bits(dy) + begin * cols, bf16_bits(x) + begin * cols,
+            mean.data_ptr<float>() + begin, rstd.data_ptr<float>() + begin, w.data_ptr<float>(),
+            static_cast<size_t>(n), static_cast<size_t>(cols), bf16_bits(dx) + begin * cols, sums,
+            sums + cols, scratch.data());
       }
     });
     auto sums = partial[0].clone();
