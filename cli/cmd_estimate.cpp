@@ -34,6 +34,7 @@ struct EstimateArgs {
   std::string precision = "bf16";
   std::string state_dtype = "fp32";
   int64_t live_params = -1;  // -1: two gpt blocks for --model gpt, else 0
+  bool host_shared_params = false;
   bool json = false;
   // --plan: the whole run of `zoff train --config CONFIG` (peak RSS and disk of one rank)
   bool plan = false;
@@ -113,6 +114,7 @@ void run_estimate(const EstimateArgs& a, const estimate::PresetParamCount& prese
   o.state_dtype = optim::parse_state_dtype(a.state_dtype);
   ZOFF_CHECK_ARG(a.live_params >= -1, "--live-params ", a.live_params, ": must be >= 0");
   o.live_params = default_live_params(a);
+  o.host_shared_params = a.host_shared_params;
   const estimate::MemoryEstimate m = estimate::estimate_memory(o);
   std::cout << (a.json ? estimate::to_json(m) + "\n" : estimate::to_table(m));
 }
@@ -133,6 +135,9 @@ void add_estimate(CLI::App& root, int& exit_code) {
                   "Adam state storage: fp32|bf16|int8 (optimizer.state_dtype, default fp32)");
   cmd->add_option("--live-params", args->live_params,
                   "Stage 3: elements of units whole at once (default: 2 blocks for gpt)");
+  cmd->add_flag("--host-shared-params", args->host_shared_params,
+                "Stages 1-2: one copy of the parameters per node that its ranks share, as "
+                "zoff train keeps with every rank on one host (needs --nodes 1)");
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
   cmd->add_flag("--plan", args->plan,
                 "Plan a whole training run: peak RSS and disk bytes of one rank of `zoff train "

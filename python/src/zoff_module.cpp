@@ -40,6 +40,7 @@ py::dict memory_dict(const engine::MemoryStats& m) {
   d["nvme"] = tier_dict(m.nvme);  // bytes on disk, not memory (memory_stats.h)
   d["live_unit_bytes"] = m.live_unit_bytes;
   d["peak_live_bytes"] = m.peak_live_bytes;
+  d["host_shared_params"] = m.host_shared_params;
   d["activations"] = m.activations;
   return d;
 }

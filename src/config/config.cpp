@@ -460,6 +460,8 @@ void parse_zero(Section& top, Config& c) {
   read_checked(z->boolean("overlap_comm"), &zc.overlap_comm, *z, "overlap_comm", any, "");
   read_checked(z->boolean("contiguous_gradients"), &zc.contiguous_gradients, *z,
                "contiguous_gradients", any, "");
+  read_checked(z->boolean("host_shared_params"), &zc.host_shared_params, *z, "host_shared_params",
+               any, "");
   read_checked(
       z->integer("sub_group_size"), &zc.sub_group_size, *z, "sub_group_size",
       [](int64_t v) { return v >= 1024; }, "must be >= 1024 (elements)");

@@ -49,6 +49,7 @@ ojson zero_json(const ZeroConfig& z) {
           {"allgather_bucket_size", z.allgather_bucket_size},
           {"overlap_comm", z.overlap_comm},
           {"contiguous_gradients", z.contiguous_gradients},
+          {"host_shared_params", z.host_shared_params},
           {"sub_group_size", z.sub_group_size},
           {"stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size},
           {"stage3_max_live_parameters", z.stage3_max_live_parameters},

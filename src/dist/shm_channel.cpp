@@ -1,18 +1,14 @@
-// ShmChannel: POSIX shared memory mapped by every rank of a host, and futex-timed rounds on it.
+// ShmChannel: futex-timed rounds on a SharedSegment mapped by every rank of a host.
 #include "shm_channel.h"
 
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <random>
 
 #include "zoff/core/error.h"
 
@@ -55,32 +51,9 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
 // Counters wrap after 2^32 rounds; comparing the signed difference keeps the order right.
 bool reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
 
-uint64_t random_nonce() {
-  std::random_device entropy;
-  return (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
-}
-
-// A name no earlier segment of this process had: the pid and the segment's nonce.
-std::string segment_name(uint64_t nonce) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "/zoff-%d-%016llx", static_cast<int>(getpid()),
-                static_cast<unsigned long long>(nonce));
-  return text;
-}
-
-void* map_shared(int fd, size_t bytes, const std::string& name) {
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int error = errno;
-  close(fd);
-  ZOFF_CHECK(base != MAP_FAILED, "cannot map shared memory ", name, " (", bytes,
-             " bytes): ", std::strerror(error));
-  return base;
-}
-
 }  // namespace
 
 struct ShmChannel::Header {
-  uint64_t nonce;
   int64_t size;
   int64_t slot_bytes;
 };
@@ -91,91 +64,43 @@ struct alignas(kLine) ShmChannel::PeerLine {
   std::atomic<int32_t> pid;
 };
 
-ShmChannel::ShmChannel(std::string name, void* base, size_t bytes, int rank, int size,
-                       int64_t slot_bytes)
-    : name_(std::move(name)),
-      base_(base),
-      bytes_(bytes),
+ShmChannel::ShmChannel(SharedSegment segment, int rank, int size, int64_t slot_bytes)
+    : segment_(std::move(segment)),
       rank_(rank),
       size_(size),
       slot_bytes_(slot_bytes),
       read_slots_(static_cast<size_t>(size)) {}
 
-ShmChannel::ShmChannel(ShmChannel&& other) noexcept
-    : name_(std::move(other.name_)),
-      base_(other.base_),
-      bytes_(other.bytes_),
-      rank_(other.rank_),
-      size_(other.size_),
-      slot_bytes_(other.slot_bytes_),
-      nonce_(other.nonce_),
-      round_(other.round_),
-      read_slots_(std::move(other.read_slots_)),
-      linked_(other.linked_),
-      trust_pids_(other.trust_pids_) {
-  other.base_ = nullptr;
-  other.linked_ = false;
-}
-
-ShmChannel::~ShmChannel() {
-  if (linked_) shm_unlink(name_.c_str());
-  if (base_ != nullptr) munmap(base_, bytes_);
-}
+ShmChannel::ShmChannel(ShmChannel&& other) noexcept = default;
+ShmChannel::~ShmChannel() = default;
 
 ShmChannel ShmChannel::create(int size, int64_t slot_bytes) {
-  const uint64_t nonce = random_nonce();
-  const std::string name = segment_name(nonce);
-  const size_t bytes = segment_bytes(size, slot_bytes);
-  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  ZOFF_CHECK(fd >= 0, "cannot create shared memory ", name, ": ", std::strerror(errno));
-  // Reserve the pages now: a tmpfs too small for the segment (containers often give /dev/shm
-  // 64 MB) must fail here, not with SIGBUS on first touch.
-  const int reserve = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  if (reserve != 0) {
-    close(fd);
-    shm_unlink(name.c_str());
-    throw Error(detail::concat("cannot reserve ", bytes, " bytes of shared memory for ", name, ": ",
-                               std::strerror(reserve)));
-  }
-  ShmChannel channel(name, nullptr, bytes, 0, size, slot_bytes);
-  channel.linked_ = true;  // from here on the destructor removes the name
-  channel.base_ = map_shared(fd, bytes, name);
-  std::memset(channel.base_, 0, slots_offset(size));
-  channel.header() = Header{nonce, size, slot_bytes};
-  channel.nonce_ = nonce;
+  ShmChannel channel(SharedSegment::create(segment_bytes(size, slot_bytes)), 0, size, slot_bytes);
+  channel.header() = Header{size, slot_bytes};  // the counters start zero-filled
   return channel;
 }
 
 ShmChannel ShmChannel::open(const std::string& name, int rank, int size, int64_t slot_bytes,
                             uint64_t nonce) {
-  const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  ZOFF_CHECK(fd >= 0, "cannot open shared memory ", name,
-             " of rank 0 (is every rank on this host?): ", std::strerror(errno));
-  struct stat info {};
-  const size_t bytes = segment_bytes(size, slot_bytes);
-  if (fstat(fd, &info) != 0 || static_cast<size_t>(info.st_size) != bytes) {
-    close(fd);
-    throw Error(
-        detail::concat("shared memory ", name, " has ", info.st_size, " bytes, expected ", bytes));
-  }
-  ShmChannel channel(name, map_shared(fd, bytes, name), bytes, rank, size, slot_bytes);
+  ShmChannel channel(SharedSegment::open(name, segment_bytes(size, slot_bytes), nonce), rank, size,
+                     slot_bytes);
   const Header& h = channel.header();
-  ZOFF_CHECK(h.nonce == nonce && h.size == size && h.slot_bytes == slot_bytes, "shared memory ",
-             name, " belongs to another job (its header does not match)");
-  channel.nonce_ = nonce;
+  ZOFF_CHECK(h.size == size && h.slot_bytes == slot_bytes, "shared memory ", name,
+             " was made for another world (", h.size, " ranks, slots of ", h.slot_bytes, " bytes)");
   return channel;
 }
 
-ShmChannel::Header& ShmChannel::header() const { return *static_cast<Header*>(base_); }
+ShmChannel::Header& ShmChannel::header() const {
+  return *reinterpret_cast<Header*>(segment_.data());
+}
 
 ShmChannel::PeerLine& ShmChannel::peer(int r) const {
-  return *reinterpret_cast<PeerLine*>(static_cast<std::byte*>(base_) + kLine * (1 + r));
+  return *reinterpret_cast<PeerLine*>(segment_.data() + kLine * (1 + r));
 }
 
 std::byte* ShmChannel::slot(uint32_t bank, int r) const {
   const size_t index = static_cast<size_t>(bank) * static_cast<size_t>(size_) + r;
-  return static_cast<std::byte*>(base_) + slots_offset(size_) +
-         index * static_cast<size_t>(slot_bytes_);
+  return segment_.data() + slots_offset(size_) + index * static_cast<size_t>(slot_bytes_);
 }
 
 void ShmChannel::announce(int rank) {
@@ -190,11 +115,6 @@ void ShmChannel::check_peers() {
     // A pid we cannot see is another pid namespace: fall back to the timeout alone.
     if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) trust_pids_ = false;
   }
-}
-
-void ShmChannel::unlink() {
-  if (linked_) shm_unlink(name_.c_str());
-  linked_ = false;
 }
 
 void ShmChannel::wait_for(std::atomic<uint32_t>& counter, uint32_t target, int peer_rank,

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "shared_segment.h"
+
 namespace zoff::dist {
 
 // The segment: a header, one line of counters per rank, then two banks of `size` slots of
@@ -29,12 +31,12 @@ class ShmChannel {
   static ShmChannel open(const std::string& name, int rank, int size, int64_t slot_bytes,
                          uint64_t nonce);
   ShmChannel(ShmChannel&& other) noexcept;
-  uint64_t nonce() const { return nonce_; }
+  uint64_t nonce() const { return segment_.nonce(); }
   ShmChannel& operator=(ShmChannel&&) = delete;
   ShmChannel(const ShmChannel&) = delete;
   ~ShmChannel();
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return segment_.name(); }
   int64_t slot_bytes() const { return slot_bytes_; }
 
   // Records this process's id for the peers' liveness checks; then, once every rank has
@@ -43,7 +45,7 @@ class ShmChannel {
   void announce(int rank);
   void check_peers();
   // Removes the name; the mapping stays valid. Called once every rank has mapped it.
-  void unlink();
+  void unlink() { segment_.unlink(); }
 
   using Fill = std::function<void(std::byte* mine)>;
   using Read = std::function<void(const std::vector<const std::byte*>& slots)>;
@@ -52,7 +54,7 @@ class ShmChannel {
              const std::function<bool()>& should_stop);
 
  private:
-  ShmChannel(std::string name, void* base, size_t bytes, int rank, int size, int64_t slot_bytes);
+  ShmChannel(SharedSegment segment, int rank, int size, int64_t slot_bytes);
   struct Header;
   struct PeerLine;
   Header& header() const;
@@ -62,17 +64,13 @@ class ShmChannel {
                 const char* what, std::chrono::milliseconds timeout,
                 const std::function<bool()>& should_stop) const;
 
-  std::string name_;
-  void* base_ = nullptr;
-  size_t bytes_ = 0;
+  SharedSegment segment_;
   int rank_ = 0;
   int size_ = 1;
   int64_t slot_bytes_ = 0;
-  uint64_t nonce_ = 0;
   uint64_t round_ = 0;  // rounds completed so far; the same on every rank
   // The slots a round's reader sees (size_ of them), kept: a round runs every 2 MiB.
   std::vector<const std::byte*> read_slots_;
-  bool linked_ = false;
   bool trust_pids_ = false;
 };
 

@@ -9,6 +9,7 @@
 #include "collective_checks.h"
 #include "completed_work.h"
 #include "serial_worker.h"
+#include "shared_segment.h"
 #include "shm_channel.h"
 #include "zoff/core/error.h"
 
@@ -24,25 +25,27 @@ torch::Tensor row(const std::byte* slot, int64_t numel, torch::ScalarType dtype)
                           torch::TensorOptions().dtype(dtype));
 }
 
-// Rank 0 creates the segment and tells the others its name and nonce; they open it. Returns
-// the mapped channel, or nothing with the reason this rank has.
-std::optional<ShmChannel> map_segment(Comm& bootstrap, int64_t slot_bytes, std::string* reason) {
-  const int rank = bootstrap.rank();
-  const int size = bootstrap.size();
+// Rank 0 makes the mapping with create() and tells the others its name and nonce; they
+// open(name, nonce) it. Returns this rank's mapping, or nothing with the reason this rank has.
+// Mapped is a ShmChannel or a SharedSegment (both have name() and nonce()).
+template <class Mapped, class Create, class Open>
+std::optional<Mapped> map_on_every_rank(Comm& comm, const Create& create, const Open& open,
+                                        std::string* reason) {
+  const int rank = comm.rank();
   auto message = torch::zeros({kNameBytes + 8}, torch::kByte);
-  std::optional<ShmChannel> channel;
+  std::optional<Mapped> mapped;
   if (rank == 0) {
     try {
-      channel.emplace(ShmChannel::create(size, slot_bytes));
-      std::memcpy(bytes(message), channel->name().data(),
-                  std::min<size_t>(channel->name().size(), kNameBytes - 1));
-      const uint64_t nonce = channel->nonce();
+      mapped.emplace(create());
+      std::memcpy(bytes(message), mapped->name().data(),
+                  std::min<size_t>(mapped->name().size(), kNameBytes - 1));
+      const uint64_t nonce = mapped->nonce();
       std::memcpy(bytes(message) + kNameBytes, &nonce, sizeof(nonce));
     } catch (const Error& e) {
       *reason = e.what();
     }
   }
-  bootstrap.broadcast(message, 0)->wait();
+  comm.broadcast(message, 0)->wait();
   if (rank != 0) {
     const std::string name(reinterpret_cast<const char*>(bytes(message)));
     uint64_t nonce = 0;
@@ -51,13 +54,20 @@ std::optional<ShmChannel> map_segment(Comm& bootstrap, int64_t slot_bytes, std::
       *reason = "rank 0 could not create its shared memory";
     } else {
       try {
-        channel.emplace(ShmChannel::open(name, rank, size, slot_bytes, nonce));
+        mapped.emplace(open(name, nonce));
       } catch (const Error& e) {
         *reason = e.what();
       }
     }
   }
-  return channel;
+  return mapped;
+}
+
+// Whether every rank has `mine` true (a collective: all ranks learn the same answer).
+bool every_rank(Comm& comm, bool mine) {
+  auto votes = torch::tensor({mine ? 1 : 0}, torch::kInt);
+  comm.all_reduce_sum(votes)->wait();
+  return votes.item<int>() == comm.size();
 }
 
 }  // namespace
@@ -82,11 +92,17 @@ std::shared_ptr<ShmComm> ShmComm::connect(CommPtr bootstrap, std::chrono::millis
                  " bytes: must be a positive multiple of 64");
   ZOFF_CHECK_ARG(bootstrap != nullptr, "ShmComm::connect needs a bootstrap communicator");
   std::string reason;
-  auto channel = map_segment(*bootstrap, slot_bytes, &reason);
-  if (channel) channel->announce(bootstrap->rank());
-  auto mapped = torch::tensor({channel ? 1 : 0}, torch::kInt);
-  bootstrap->all_reduce_sum(mapped)->wait();  // also publishes every rank's pid
-  if (mapped.item<int>() != bootstrap->size()) {
+  const int size = bootstrap->size();
+  const int rank = bootstrap->rank();
+  auto channel = map_on_every_rank<ShmChannel>(
+      *bootstrap, [&] { return ShmChannel::create(size, slot_bytes); },
+      [&](const std::string& name, uint64_t nonce) {
+        return ShmChannel::open(name, rank, size, slot_bytes, nonce);
+      },
+      &reason);
+  if (channel) channel->announce(rank);
+  // The vote's all-reduce also orders every rank's pid before check_peers reads them.
+  if (!every_rank(*bootstrap, channel.has_value())) {
     if (why_not != nullptr) {
       *why_not = reason.empty() ? "another rank could not map rank 0's shared memory" : reason;
     }
@@ -236,6 +252,30 @@ WorkPtr ShmComm::broadcast(torch::Tensor tensor, int root) {
           });
     }
   });
+}
+
+torch::Tensor ShmComm::shared_tensor(int64_t numel, torch::ScalarType dtype, std::string* why_not) {
+  ZOFF_CHECK_ARG(numel >= 0, "shared_tensor: ", numel, " elements");
+  const size_t data_bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  std::string reason;
+  auto segment = map_on_every_rank<SharedSegment>(
+      *this, [&] { return SharedSegment::create(data_bytes); },
+      [&](const std::string& name, uint64_t nonce) {
+        return SharedSegment::open(name, data_bytes, nonce);
+      },
+      &reason);
+  if (!every_rank(*this, segment.has_value())) {
+    if (why_not != nullptr) {
+      *why_not = reason.empty() ? "another rank could not map rank 0's shared memory" : reason;
+    }
+    return {};  // the segment's destructor unmaps, and on rank 0 removes the name
+  }
+  // Every rank has it mapped: the name can go; the tensor's deleter owns the mapping.
+  segment->unlink();
+  auto owner = std::make_shared<SharedSegment>(std::move(*segment));
+  return torch::from_blob(
+      owner->data(), {numel}, [owner](void*) mutable { owner.reset(); },
+      torch::TensorOptions().dtype(dtype));
 }
 
 void ShmComm::barrier() {

@@ -156,10 +156,7 @@ void ZeroEngine::check_config() {
 void ZeroEngine::setup_buffers() {
   const auto& offload = config_.zero.offload_optimizer;
   const bool fp32 = compute_dtype_ == torch::kFloat32;
-  if (stage_ <= 2) {
-    params_ = std::make_unique<partition::FlatBuffer>(layout_->slots(), layout_->padded_numel(),
-                                                      compute_dtype_, compute_device_);
-  }
+  if (stage_ <= 2) setup_params();
   if (stage_ == 0) {
     master_is_params_ = fp32 && !offload_;
     master_ = master_is_params_
@@ -190,6 +187,31 @@ void ZeroEngine::setup_buffers() {
     gatherer_ = std::make_unique<UnitGatherer>(*layout_, plan_.module_units, make_unit_pieces(),
                                                compute_dtype_, comm_, go);
   }
+}
+
+// Stages 0-2's whole compute parameters. At stages 1-2 with every rank on this host, one
+// copy mapped by all of them when the transport can share memory: each rank writes its
+// own pieces and reads the others' in place (no all-gather), and the host holds the
+// parameters once. Stage 0 keeps a copy per rank (each rank updates all of it).
+void ZeroEngine::setup_params() {
+  if (stage_ >= 1 && comm_->size() > 1 && config_.zero.host_shared_params &&
+      compute_device_.is_cpu()) {
+    std::string why_not;
+    auto shared = comm_->shared_tensor(layout_->padded_numel(), compute_dtype_, &why_not);
+    if (shared.defined()) {
+      params_ = std::make_unique<partition::FlatBuffer>(layout_->slots(), std::move(shared));
+      shared_params_ = true;
+      return;
+    }
+    if (comm_->rank() == 0 && comm_->backend() == "shm") {
+      std::fprintf(stderr,
+                   "zoff: one copy of the parameters per host is not possible (%s): "
+                   "each rank keeps its own\n",
+                   why_not.c_str());
+    }
+  }
+  params_ = std::make_unique<partition::FlatBuffer>(layout_->slots(), layout_->padded_numel(),
+                                                    compute_dtype_, compute_device_);
 }
 
 // The NVMe tier under offload_optimizer.nvme_path and the streamed optimizer over it: the
@@ -365,7 +387,12 @@ void ZeroEngine::load_unit_values() {
     if (gatherer_) {
       gatherer_->fill_unit(u, values.to(compute_dtype_));
     } else {
-      params_->range(unit.offset, unit.padded_numel).copy_(values);
+      if (shared_params_) {  // the other pieces are the other ranks' to write
+        params_->range(unit.offset + rank * unit.shard_size, unit.shard_size)
+            .copy_(values.narrow(0, rank * unit.shard_size, unit.shard_size));
+      } else {
+        params_->range(unit.offset, unit.padded_numel).copy_(values);
+      }
       if (stage_ >= 1 && !shard_space_.is_same(master_)) {
         shard_space_.narrow(0, unit.shard_offset, unit.shard_size)
             .copy_(values.narrow(0, rank * unit.shard_size, unit.shard_size));
@@ -374,6 +401,7 @@ void ZeroEngine::load_unit_values() {
   }
   if (tiered_) tiered_->finish_master();
   if (gatherer_) gatherer_->finish_fill();
+  if (shared_params_) comm_->barrier();  // every rank's pieces are written
   if (params_) params_->bind_parameters(trainable_);
   if (gatherer_) gatherer_->bind_parameters(trainable_);
 }
@@ -738,9 +766,26 @@ void ZeroEngine::publish_shard() {
   }
   if (gatherer_) {
     gatherer_->refresh_whole_units();
+  } else if (shared_params_) {
+    write_own_pieces();
   } else {
     all_gather_units();
   }
+}
+
+// Stages 1-2 with one copy per host: this rank's pieces of every unit from its shard space
+// into the shared parameters. The first barrier waits until no rank reads the parameters
+// any more (a peer may still be between its backward and its step), the second until every
+// rank has written (the next forward reads all pieces).
+void ZeroEngine::write_own_pieces() {
+  const int64_t rank = comm_->rank();
+  comm_->barrier();
+  for (size_t u : layout_->buffer_order()) {
+    const auto& unit = layout_->units()[u];
+    params_->range(unit.offset + rank * unit.shard_size, unit.shard_size)
+        .copy_(shard_space_.narrow(0, unit.shard_offset, unit.shard_size));
+  }
+  comm_->barrier();
 }
 
 // Stages 1, 2: every unit's pieces from every rank into the whole parameters. All
@@ -762,6 +807,10 @@ MemoryStats ZeroEngine::memory() const {
   const bool shard_is_master = shard_space_.defined() && shard_space_.is_same(master_);
   if (params_) {
     m.compute.params = params_->bytes();
+    if (shared_params_) {  // one copy per host: this rank's share of it
+      m.host_shared_params = params_->bytes();
+      m.compute.params = params_->bytes() / static_cast<size_t>(comm_->size());
+    }
     // Stages 1, 2: the 16-bit shard is the all-gather's send buffer.
     if (shard_space_.defined() && !shard_is_master) m.compute.buffers += shard16;
   } else {

@@ -66,7 +66,9 @@ StageEstimate estimate_stage(int stage, const EstimateOptions& o, int64_t ranks_
   // Optimizer states: fp32 master (mixed, or any offload tier) + m + v as stored.
   const int64_t states = adam_state_bytes(o.state_dtype, optim_elems);
   const int64_t grad_elems = stage >= 2 ? shard : psi;
-  const int64_t param_elems = stage >= 3 ? shard : psi;
+  // Stages 1-2 with one copy per host: this rank's share of it, like stage 3's shard.
+  const bool shared_copy = o.host_shared_params && (stage == 1 || stage == 2);
+  const int64_t param_elems = stage >= 3 || shared_copy ? shard : psi;
 
   StageEstimate e;
   e.stage = stage;
@@ -124,6 +126,8 @@ MemoryEstimate estimate_memory(const EstimateOptions& o) {
   ZOFF_CHECK_ARG(o.nodes >= 1, "nodes = ", o.nodes, ": must be >= 1");
   ZOFF_CHECK_ARG(o.ranks % o.nodes == 0, "nodes = ", o.nodes, ": must divide ranks (", o.ranks,
                  ")");
+  ZOFF_CHECK_ARG(!o.host_shared_params || o.nodes == 1, "host_shared_params with nodes = ", o.nodes,
+                 ": only the ranks of one node share their parameters");
   // 16 bytes per parameter must not overflow int64: psi up to ~5.7e17.
   ZOFF_CHECK_ARG(o.params <= (int64_t{1} << 58), "params = ", o.params, ": too large");
   MemoryEstimate m;
@@ -142,6 +146,7 @@ std::string to_json(const MemoryEstimate& m) {
   j["precision"] = to_string(m.options.precision);
   j["offload"] = to_string(m.options.offload);
   j["state_dtype"] = optim::state_dtype_name(m.options.state_dtype);
+  j["host_shared_params"] = m.options.host_shared_params;
   nlohmann::ordered_json stages = nlohmann::ordered_json::object();
   for (const StageEstimate& e : m.stages) {
     nlohmann::ordered_json s;
@@ -172,7 +177,8 @@ std::string to_table(const MemoryEstimate& m) {
      << (o.nodes == 1 ? " node" : " nodes") << " (" << m.ranks_per_node << " per node), "
      << (o.precision == Precision::kFp32 ? "fp32" : to_string(o.precision) + " mixed precision")
      << ", offload " << to_string(o.offload) << ", optimizer states "
-     << optim::state_dtype_name(o.state_dtype) << ".\n"
+     << optim::state_dtype_name(o.state_dtype)
+     << (o.host_shared_params ? ", one copy of the parameters per node at stages 1-2" : "") << ".\n"
      << "GB = 1e9 bytes, GiB = 2^30 bytes. Model states only: activations, communication "
         "buffers and fragmentation come on top.\n\n";
   const char* names[4] = {"0 (data parallel)", "1 (+ optimizer)", "2 (+ gradients)",

@@ -10,6 +10,17 @@ FlatBuffer::FlatBuffer(const std::vector<ParamSlot>& slots, int64_t padded_numel
     : slots_(&slots),
       flat_(torch::zeros({padded_numel}, torch::TensorOptions().dtype(dtype).device(device))) {}
 
+FlatBuffer::FlatBuffer(const std::vector<ParamSlot>& slots, torch::Tensor storage)
+    : slots_(&slots), flat_(std::move(storage)) {
+  ZOFF_CHECK_ARG(flat_.defined() && flat_.dim() == 1 && flat_.is_contiguous(),
+                 "FlatBuffer: the storage must be a contiguous 1-D tensor");
+  for (const auto& s : slots) {
+    ZOFF_CHECK_ARG(s.offset + s.numel <= flat_.numel(), "FlatBuffer: parameter ", s.name,
+                   " ends at ", s.offset + s.numel, ", past the storage's ", flat_.numel(),
+                   " elements");
+  }
+}
+
 torch::Tensor FlatBuffer::view(size_t slot) const {
   const auto& s = slots_->at(slot);
   return flat_.narrow(0, s.offset, s.numel).view(s.shape);

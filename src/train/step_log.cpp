@@ -76,6 +76,9 @@ std::string StepLog::to_json(const StepRecord& r) {
     j["mem"]["live_units"] = r.mem.live_unit_bytes;
     j["mem"]["peak_live_units"] = r.mem.peak_live_bytes;
   }
+  // Stages 1-2 on one host: the one copy of the parameters the ranks share (params counts
+  // this rank's share of it).
+  if (r.mem.host_shared_params > 0) j["mem"]["host_shared_params"] = r.mem.host_shared_params;
   return j.dump();
 }
 

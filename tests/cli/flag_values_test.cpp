@@ -90,6 +90,10 @@ std::vector<Refusal> refusals() {
        "",
        {"--tokens", "-5"}},
       {"EstimateFractionalParams", {"estimate", "--params", "1.5"}, "", {"1.5"}},
+      {"EstimateHostSharedParamsOverNodes",
+       {"estimate", "--params", "1e6", "--ranks", "4", "--nodes", "2", "--host-shared-params"},
+       "",
+       {"host_shared_params", "nodes = 2"}},
   };
 }
 

@@ -27,6 +27,7 @@ const char* kFullConfig = R"({
                            "warmup_type": "linear", "total_num_steps": 1000}},
   "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8, "allgather_bucket_size": 200000000,
                         "overlap_comm": false, "contiguous_gradients": true,
+                        "host_shared_params": false,
                         "offload_optimizer": {"device": "nvme", "pin_memory": true,
                                               "nvme_path": "/tmp/nvme"}},
   "bf16": {"enabled": true}
@@ -55,6 +56,7 @@ TEST(Config, FullConfigParses) {
   EXPECT_EQ(c.zero.reduce_bucket_size, 500000000);
   EXPECT_EQ(c.zero.allgather_bucket_size, 200000000);
   EXPECT_FALSE(c.zero.overlap_comm);
+  EXPECT_FALSE(c.zero.host_shared_params);  // default true
   EXPECT_EQ(c.zero.offload_optimizer.device, "nvme");
   EXPECT_TRUE(c.zero.offload_optimizer.pin_memory);
   EXPECT_EQ(c.zero.offload_optimizer.nvme_path, "/tmp/nvme");
@@ -71,6 +73,7 @@ TEST(Config, DefaultsAndOptimizerTypes) {
   EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0.9);
   EXPECT_TRUE(c.optimizer.nesterov);
   EXPECT_EQ(c.zero.stage, 0);
+  EXPECT_TRUE(c.zero.host_shared_params);
   EXPECT_EQ(c.scheduler.type, "");
   c = parse_config(R"({"train_batch_size": 8, "optimizer": {"type": "ADAGRAD",
       "params": {"lr_decay": 0.01, "initial_accumulator_value": 0.1}}})",
@@ -242,6 +245,9 @@ const BadConfig kBadConfigs[] = {
      "zero_optimization.offload_optimizer.device = \"cpu\": needs zero_optimization.stage"},
     {"bool_wrong_type", R"({"train_batch_size": 4, "zero_optimization": {"overlap_comm": 1}})",
      "zero_optimization.overlap_comm = 1: must be true or false"},
+    {"host_shared_params",
+     R"({"train_batch_size": 4, "zero_optimization": {"host_shared_params": "auto"}})",
+     "zero_optimization.host_shared_params = \"auto\": must be true or false"},
     {"both_precisions",
      R"({"train_batch_size": 4, "bf16": {"enabled": true}, "fp16": {"enabled": true}})",
      "bf16.enabled = true and fp16.enabled = true"},

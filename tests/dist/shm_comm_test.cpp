@@ -126,6 +126,64 @@ TEST(ShmComm, ASegmentDevShmCannotHoldFallsBackToGlooOrFailsWhenShmIsRequired) {
   EXPECT_EQ(segments_of_this_process(), 0);
 }
 
+TEST(ShmComm, ASharedTensorIsOneMemoryEveryRankWritesAndReads) {
+  constexpr int kWorld = 3;
+  constexpr int64_t kNumel = 1001;  // not a multiple of anything the segment rounds to
+  run_ranks_ok(kWorld, [&](Comm& comm, int rank) {
+    std::string why_not;
+    auto shared = comm.shared_tensor(kNumel, torch::kBFloat16, &why_not);
+    ASSERT_TRUE(shared.defined()) << why_not;
+    EXPECT_EQ(shared.numel(), kNumel);
+    EXPECT_EQ(shared.scalar_type(), torch::kBFloat16);
+    EXPECT_EQ(shared.count_nonzero().item<int64_t>(), 0);  // zero-filled
+    comm.barrier();  // every rank has returned: rank 0 has removed the name by now
+    EXPECT_EQ(segments_of_this_process(), 0);
+    // Each rank writes its third; after the barrier every rank reads all three.
+    const int64_t piece = (kNumel + kWorld - 1) / kWorld;
+    const int64_t begin = rank * piece;
+    shared.narrow(0, begin, std::min(piece, kNumel - begin)).fill_(rank + 1);
+    comm.barrier();
+    for (int r = 0; r < kWorld; ++r) {
+      const int64_t at = r * piece;
+      EXPECT_EQ(shared.narrow(0, at, std::min(piece, kNumel - at))
+                    .to(torch::kFloat32)
+                    .sum()
+                    .item<float>(),
+                static_cast<float>((r + 1) * std::min(piece, kNumel - at)))
+          << "rank " << rank << " reading rank " << r << "'s piece";
+    }
+    comm.barrier();
+  });
+}
+
+TEST(ShmComm, ASharedTensorDevShmCannotHoldIsRefusedOnEveryRankWithTheReason) {
+  run_ranks_ok(2, [&](Comm& comm, int) {
+    std::string why_not;
+    // 2^42 bytes: more than any /dev/shm here; refused before a page is touched.
+    auto shared = comm.shared_tensor(int64_t{1} << 41, torch::kBFloat16, &why_not);
+    EXPECT_FALSE(shared.defined());
+    EXPECT_NE(why_not.find("shared memory"), std::string::npos) << why_not;
+    // The communicator is still usable, and nothing was left in /dev/shm.
+    auto ones = torch::ones({4});
+    comm.all_reduce_sum(ones)->wait();
+    EXPECT_EQ(ones.sum().item<float>(), 8.0f);
+    EXPECT_EQ(segments_of_this_process(), 0);
+  });
+}
+
+TEST(ShmComm, GlooAndASingleRankShareNoMemoryAndSaySo) {
+  std::string why_not;
+  EXPECT_FALSE(SingleComm().shared_tensor(8, torch::kFloat32, &why_not).defined());
+  EXPECT_EQ(why_not, "the single transport shares no memory");
+  run_ranks_ok(2,
+               [&](Comm& comm, int) {
+                 std::string reason;
+                 EXPECT_FALSE(comm.shared_tensor(8, torch::kFloat32, &reason).defined());
+                 EXPECT_EQ(reason, "the gloo transport shares no memory");
+               },
+               {Transport::kGloo, ShmComm::kDefaultSlotBytes});
+}
+
 TEST(ShmComm, DestroyingTheCommunicatorAbandonsAWaitingCollectiveAtOnce) {
   const int port = pick_free_port();
   std::atomic<bool> rank0_done{false};

@@ -95,9 +95,11 @@ TEST(MixedPrecision, OffloadPutsMasterStatesAndGradShardInTheOffloadTier) {
       ZeroEngine engine(models[static_cast<size_t>(rank)].ptr(), cfg, comm);
       const auto psi = static_cast<size_t>(engine.layout().padded_numel());
       const auto m = engine.memory();
-      // Compute tier: 16-bit params (+ the full fp32 gradient buffer at stage 1: micro-batches
+      // Compute tier: 16-bit params, one copy per host (host_shared_params) of which this rank
+      // counts its share (+ the full fp32 gradient buffer at stage 1: micro-batches
       // accumulate in fp32 at every stage); no master, no optimizer state.
-      EXPECT_EQ(m.compute.params, 2 * psi);
+      EXPECT_EQ(m.compute.params, 2 * psi / world);
+      EXPECT_EQ(m.host_shared_params, 2 * psi);
       EXPECT_EQ(m.compute.grads, stage == 1 ? 4 * psi : 0u);
       EXPECT_EQ(m.compute.master, 0u);
       EXPECT_EQ(m.compute.optim, 0u);

@@ -238,24 +238,32 @@ TEST(ZeroEngine, MemoryFollowsTheStageTable) {
   // fp32 table: stage 0: 4 + 4 + 8 psi; 1: 4 + 4 + 8 psi / N; 2: 4 + (4 + 8) psi / N;
   // 3: (4 + 4 + 8) psi / N. Stages 1 and 2 also hold an fp32 master shard (4 psi / N): the
   // optimizer updates one contiguous shard space, which the whole parameters are not.
+  // With host_shared_params (ranks on one host) stages 1-2 hold one parameter copy per host,
+  // of which each rank counts its share: 4 psi / N.
   for (int stage : {0, 1, 2, 3}) {
-    const int world = 2;
-    auto cfg = base_config(stage, world, kGlobal, 1);
-    std::vector<testing::TinyMlp> models{make_model(1), make_model(1)};
-    testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
-      auto model = models[static_cast<size_t>(rank)];
-      ZeroEngine engine(model.ptr(), cfg, comm);
-      const auto padded = static_cast<size_t>(engine.layout().padded_numel());
-      auto [x, y] = global_batch(0, kGlobal);
-      engine.backward(torch::mse_loss(model(x), y));
-      engine.step();
-      const auto m = engine.memory();
-      EXPECT_EQ(m.params(), stage == 3 ? 4 * padded / world : 4 * padded) << "stage " << stage;
-      EXPECT_EQ(m.grads(), stage >= 2 ? 4 * padded / world : 4 * padded) << "stage " << stage;
-      const size_t states = stage == 0 ? 8 * padded : 8 * padded / world;
-      const size_t master = stage == 1 || stage == 2 ? 4 * padded / world : 0;
-      EXPECT_EQ(m.optim(), states + master) << "stage " << stage;
-    });
+    for (bool shared : {true, false}) {
+      const int world = 2;
+      auto cfg = base_config(stage, world, kGlobal, 1);
+      cfg.zero.host_shared_params = shared;
+      const bool one_copy = shared && (stage == 1 || stage == 2);
+      std::vector<testing::TinyMlp> models{make_model(1), make_model(1)};
+      testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+        auto model = models[static_cast<size_t>(rank)];
+        ZeroEngine engine(model.ptr(), cfg, comm);
+        const auto padded = static_cast<size_t>(engine.layout().padded_numel());
+        auto [x, y] = global_batch(0, kGlobal);
+        engine.backward(torch::mse_loss(model(x), y));
+        engine.step();
+        const auto m = engine.memory();
+        EXPECT_EQ(m.params(), stage == 3 || one_copy ? 4 * padded / world : 4 * padded)
+            << "stage " << stage;
+        EXPECT_EQ(m.host_shared_params, one_copy ? 4 * padded : 0u) << "stage " << stage;
+        EXPECT_EQ(m.grads(), stage >= 2 ? 4 * padded / world : 4 * padded) << "stage " << stage;
+        const size_t states = stage == 0 ? 8 * padded : 8 * padded / world;
+        const size_t master = stage == 1 || stage == 2 ? 4 * padded / world : 0;
+        EXPECT_EQ(m.optim(), states + master) << "stage " << stage;
+      });
+    }
   }
 }
 

@@ -110,6 +110,34 @@ TEST(MemoryEstimate, UnevenShardsArePadded) {
   EXPECT_EQ(m.stages[3].per_rank_bytes, 16 * 4);
 }
 
+TEST(MemoryEstimate, HostSharedParamsCountEachRanksShareAtStagesOneAndTwo) {
+  EstimateOptions o;
+  o.params = 10;
+  o.ranks = 3;  // shards of 4 elements; the shared copy is 12 padded elements
+  const MemoryEstimate own = estimate_memory(o);
+  o.host_shared_params = true;
+  const MemoryEstimate shared = estimate_memory(o);
+  for (int s : {0, 3}) {
+    EXPECT_EQ(shared.stages[s].compute_params_bytes, own.stages[s].compute_params_bytes) << s;
+  }
+  for (int s : {1, 2}) {
+    EXPECT_EQ(own.stages[s].compute_params_bytes, 2 * 10) << s;
+    EXPECT_EQ(shared.stages[s].compute_params_bytes, 2 * 4) << s;
+    EXPECT_EQ(shared.stages[s].per_node_compute_bytes - own.stages[s].per_node_compute_bytes,
+              3 * (2 * 4 - 2 * 10))
+        << s;
+  }
+  o.ranks = 4;
+  o.nodes = 2;
+  try {
+    estimate_memory(o);
+    ADD_FAILURE() << "host_shared_params over 2 nodes was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("host_shared_params with nodes = 2"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(MemoryEstimate, JsonHasEveryStage) {
   EstimateOptions o;
   o.fp32_gradients = false;  // the paper's accounting

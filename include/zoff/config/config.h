@@ -76,6 +76,9 @@ struct ZeroConfig {
   int64_t allgather_bucket_size = 500000000;  // elements
   bool overlap_comm = true;
   bool contiguous_gradients = true;
+  // zoff, stages 1-2 with every rank on one host (the shared-memory transport): the ranks
+  // map one copy of the compute parameters instead of each gathering its own.
+  bool host_shared_params = true;
   OffloadConfig offload_optimizer;
   // Stage 3 (elements): units gathered ahead of use; the cap on whole parameters of
   // units that are not persistent; units smaller than the threshold stay whole.

@@ -56,6 +56,20 @@ class Comm {
   // Blocks until every rank has reached it (with the timeout).
   virtual void barrier() = 0;
 
+  // Collective: a zero-filled tensor of `numel` elements of `dtype` whose memory every rank
+  // maps (the same pages, not copies), for data the ranks of one host can hold once, such as
+  // the 16-bit parameters at stages 1-2. A write by one rank is seen by all; the callers
+  // order their writes and reads with barrier(). Returns an undefined tensor, with the
+  // reason in *why_not (may be null), when the ranks share no memory (the default: Gloo,
+  // a single rank) or the memory cannot be had; every rank gets the same answer.
+  virtual torch::Tensor shared_tensor(int64_t numel, torch::ScalarType dtype,
+                                      std::string* why_not) {
+    (void)numel;
+    (void)dtype;
+    if (why_not != nullptr) *why_not = "the " + backend() + " transport shares no memory";
+    return {};
+  }
+
   // Human-readable backend name, e.g. "gloo" or "single".
   virtual std::string backend() const = 0;
 };

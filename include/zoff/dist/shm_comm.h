@@ -44,6 +44,10 @@ class ShmComm final : public Comm {
   WorkPtr all_gather(torch::Tensor input, torch::Tensor output) override;
   WorkPtr broadcast(torch::Tensor tensor, int root) override;
   void barrier() override;
+  // A segment of its own per call, created by rank 0 and mapped by every rank; unmapped
+  // when the last tensor viewing it (on each rank) is gone.
+  torch::Tensor shared_tensor(int64_t numel, torch::ScalarType dtype,
+                              std::string* why_not) override;
   std::string backend() const override { return "shm"; }
 
  private:

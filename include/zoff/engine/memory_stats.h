@@ -29,6 +29,10 @@ struct MemoryStats {
   // stage3_max_live_parameters plus one unit).
   size_t live_unit_bytes = 0;
   size_t peak_live_bytes = 0;
+  // Stages 1-2 with host_shared_params: the bytes of the one copy of the compute parameters
+  // that every rank of the host maps; compute.params counts this rank's share of it (the
+  // bytes divided by the world size), so that the ranks' figures add up to the host's.
+  size_t host_shared_params = 0;
   // Not model state: the bytes the step's forward kept alive for backward (the largest
   // over its micro-batches), measured from the CPU allocator (activation_meter.h).
   size_t activations = 0;

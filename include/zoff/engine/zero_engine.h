@@ -181,6 +181,7 @@ class ZeroEngine {
  private:
   void check_config();
   void setup_buffers();
+  void setup_params();
   void setup_nvme();
   std::string choose_grads_place() const;
   std::string why_not_streamed() const;
@@ -213,6 +214,7 @@ class ZeroEngine {
   void publish_params();  // publish_shard(), timed into times_.allgather_ms
   void publish_shard();
   void all_gather_units();
+  void write_own_pieces();
   void finish_step();
 
   std::shared_ptr<torch::nn::Module> module_;
@@ -228,8 +230,11 @@ class ZeroEngine {
   std::vector<torch::Tensor> trainable_;  // plan_.trainable's tensors
   std::unique_ptr<partition::ModelLayout> layout_;
   std::unique_ptr<partition::FlatBuffer> params_;  // stages 0-2: whole, compute dtype
-  torch::Tensor shard_space_;                      // stages 1-3: this rank's pieces, compute dtype
-  std::unique_ptr<UnitGatherer> gatherer_;         // stage 3
+  // Stages 1-2, zero_optimization.host_shared_params: params_ is one copy every rank of the
+  // host maps (Comm::shared_tensor); each rank writes only its own pieces of it.
+  bool shared_params_ = false;
+  torch::Tensor shard_space_;               // stages 1-3: this rank's pieces, compute dtype
+  std::unique_ptr<UnitGatherer> gatherer_;  // stage 3
   std::unique_ptr<ReplicatedStates> replicated_;
   partition::Shard shard_;
   // fp32 values the optimizer updates: stage 0 the whole padded buffer (a view of params_

@@ -40,6 +40,10 @@ struct EstimateOptions {
   int64_t live_params = 0;
   // Storage of the optimizer states (the master stays fp32).
   StateDtype state_dtype = StateDtype::kFp32;
+  // zoff on a CPU host (zero_optimization.host_shared_params): at stages 1-2 the ranks of
+  // one node map one copy of the parameters, of which each rank counts its share (param
+  // bytes x s). Needs nodes == 1: ranks on several nodes keep a copy each.
+  bool host_shared_params = false;
 };
 
 // Model-state bytes of one ZeRO stage. "compute" is the device the forward/backward runs on;
@@ -86,7 +90,8 @@ struct MemoryEstimate {
 // (4 bytes per element) live in the offload tier; the compute device keeps the params it
 // computes with (its shard only at stage 3) and, at stages 0 and 1 where gradients are not
 // sharded, the full gradients. Stage 0 "shards" are the whole model.
-// Throws UsageError for params <= 0, ranks < 1, nodes < 1, or nodes not dividing ranks.
+// Throws UsageError for params <= 0, ranks < 1, nodes < 1, nodes not dividing ranks, or
+// host_shared_params with nodes > 1.
 MemoryEstimate estimate_memory(const EstimateOptions& options);
 
 // {"params": N, "ranks": N, "nodes": K, "ranks_per_node": R, "precision": "bf16",

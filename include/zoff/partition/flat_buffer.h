@@ -16,6 +16,9 @@ class FlatBuffer {
   // `slots` must outlive the buffer (a layout's own vector).
   FlatBuffer(const std::vector<ParamSlot>& slots, int64_t padded_numel, torch::ScalarType dtype,
              torch::Device device);
+  // Over memory the caller provides (e.g. Comm::shared_tensor): a contiguous 1-D tensor of
+  // padded_numel elements, whose values are kept.
+  FlatBuffer(const std::vector<ParamSlot>& slots, torch::Tensor storage);
 
   torch::Tensor& flat() { return flat_; }
   const torch::Tensor& flat() const { return flat_; }

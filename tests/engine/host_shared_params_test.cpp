@@ -1,0 +1,137 @@
+// zero_optimization.host_shared_params: stages 1-2 on one host keep one copy of the compute
+// parameters that every rank maps, and train bit for bit like a copy per rank.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "engine_test_support.h"
+#include "zoff/engine/zero_engine.h"
+
+namespace zoff::engine {
+namespace {
+
+using testing::base_config;
+using testing::global_batch;
+using testing::make_model;
+
+constexpr int kSteps = 6;
+constexpr int64_t kGlobal = 12;  // divisible by accum * world for world 2 and 3
+constexpr uint64_t kSeed = 11;
+
+struct TrainedRun {
+  std::vector<double> losses;         // rank 0's micro-batch losses, in order
+  std::vector<torch::Tensor> params;  // every rank's final parameters, fp32, module order
+  std::vector<size_t> shared_bytes;   // every rank's memory().host_shared_params
+};
+
+torch::Tensor flatten_params(torch::nn::Module& m) {
+  std::vector<torch::Tensor> parts;
+  for (auto& p : m.parameters()) parts.push_back(p.detach().to(torch::kFloat32).reshape({-1}));
+  return torch::cat(parts);
+}
+
+// Trains the tiny mlp for kSteps with `cfg` on `world` rank threads (the shared-memory
+// transport: every rank is on this host).
+TrainedRun train(const config::Config& cfg, int world) {
+  TrainedRun run;
+  run.params.resize(static_cast<size_t>(world));
+  run.shared_bytes.resize(static_cast<size_t>(world));
+  std::vector<testing::TinyMlp> models;
+  for (int r = 0; r < world; ++r) models.push_back(make_model(kSeed));
+  const auto dtype = cfg.bf16 ? torch::kBFloat16 : torch::kFloat32;
+  testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+    ASSERT_EQ(comm->backend(), "shm");
+    auto model = models[static_cast<size_t>(rank)];
+    ZeroEngine engine(model.ptr(), cfg, comm);
+    const int64_t micro = cfg.train_micro_batch_size_per_gpu;
+    for (int s = 0; s < kSteps; ++s) {
+      auto [x, y] = global_batch(s, kGlobal);
+      for (int64_t k = 0; k < cfg.gradient_accumulation_steps; ++k) {
+        const int64_t start = (k * world + rank) * micro;
+        auto out = model(x.narrow(0, start, micro).to(dtype)).to(torch::kFloat32);
+        auto loss = torch::mse_loss(out, y.narrow(0, start, micro));
+        engine.backward(loss);
+        if (rank == 0) run.losses.push_back(loss.item<double>());
+      }
+      engine.step();
+    }
+    engine.synchronize();
+    run.params[static_cast<size_t>(rank)] = flatten_params(*model);
+    run.shared_bytes[static_cast<size_t>(rank)] = engine.memory().host_shared_params;
+  });
+  return run;
+}
+
+struct SharedCase {
+  int stage;
+  int world;
+  bool bf16;
+  bool offload_dpu;  // cpu offload with the delayed parameter update from step 2
+};
+
+void PrintTo(const SharedCase& c, std::ostream* os) {
+  *os << "stage " << c.stage << " world " << c.world << (c.bf16 ? " bf16" : " fp32")
+      << (c.offload_dpu ? " offload+dpu" : "");
+}
+
+class HostSharedParams : public ::testing::TestWithParam<SharedCase> {};
+
+TEST_P(HostSharedParams, TrainBitForBitLikeACopyPerRank) {
+  const SharedCase c = GetParam();
+  auto cfg = base_config(c.stage, c.world, kGlobal, /*accum=*/2);
+  cfg.bf16 = c.bf16;
+  if (c.offload_dpu) {
+    cfg.zero.offload_optimizer.device = "cpu";
+    cfg.zero.offload_optimizer.delayed_param_update = true;
+    cfg.zero.offload_optimizer.dpu_warmup_steps = 2;
+  }
+  cfg.zero.host_shared_params = true;
+  const TrainedRun shared = train(cfg, c.world);
+  cfg.zero.host_shared_params = false;
+  const TrainedRun own = train(cfg, c.world);
+  EXPECT_EQ(shared.losses, own.losses);
+  const size_t element = c.bf16 ? 2 : 4;
+  for (int r = 0; r < c.world; ++r) {
+    const auto i = static_cast<size_t>(r);
+    EXPECT_TRUE(torch::equal(shared.params[i], own.params[i])) << "rank " << r;
+    EXPECT_TRUE(torch::equal(shared.params[i], shared.params[0])) << "rank " << r;
+    EXPECT_GE(shared.shared_bytes[i], element * static_cast<size_t>(shared.params[i].numel()));
+    EXPECT_EQ(own.shared_bytes[i], 0u) << "rank " << r;
+  }
+  // The run must have learned something, or equal parameters would prove nothing.
+  EXPECT_FALSE(torch::equal(shared.params[0], flatten_params(*make_model(kSeed))));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    StagesWorldsDtypes, HostSharedParams,
+    ::testing::Values(SharedCase{1, 2, false, false}, SharedCase{2, 3, false, false},
+                      SharedCase{1, 3, true, false}, SharedCase{2, 2, true, false},
+                      SharedCase{2, 3, true, true}, SharedCase{1, 2, false, true}));
+
+// One copy, not copies kept equal: a value one rank writes is what every other rank reads.
+// With the key off each rank keeps its own (and stage 0 always does).
+TEST(HostSharedParamsMemory, AWriteOnOneRankIsSeenByEveryRankOnlyWhenShared) {
+  const int world = 3;
+  for (int stage : {0, 2}) {
+    for (bool shared : {true, false}) {
+      auto cfg = base_config(stage, world, kGlobal, 1);
+      cfg.zero.host_shared_params = shared;
+      std::vector<testing::TinyMlp> models;
+      for (int r = 0; r < world; ++r) models.push_back(make_model(kSeed));
+      testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
+        auto model = models[static_cast<size_t>(rank)];
+        ZeroEngine engine(model.ptr(), cfg, comm);
+        torch::NoGradGuard no_grad;
+        comm->barrier();
+        if (rank == 0) model->fc3->bias[1].fill_(42.0);  // another rank's piece
+        comm->barrier();
+        const bool one_copy = shared && stage > 0;
+        EXPECT_EQ(model->fc3->bias[1].item<float>() == 42.0f, rank == 0 || one_copy)
+            << "stage " << stage << " shared " << shared << " rank " << rank;
+        comm->barrier();  // nobody leaves (and unmaps) before every rank has read
+      });
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zoff::engine
