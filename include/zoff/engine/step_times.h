@@ -20,7 +20,9 @@ struct StepTimes {
   // number per rank) and clipping.
   double grad_norm_ms = 0.0;
   double optimizer_ms = 0.0;  // the update of this rank's shard (its launch, with delayed updates)
-  double allgather_ms = 0.0;  // publishing the new parameters: stages 1-2's all-gather
+  // Publishing the new parameters: stages 1-2's all-gather, or with one copy per host
+  // (host_shared_params) the writes of this rank's pieces into it between two barriers.
+  double allgather_ms = 0.0;
 };
 
 // Milliseconds from `start` to now on the steady clock the phases are read with.
