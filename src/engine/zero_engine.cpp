@@ -811,7 +811,7 @@ MemoryStats ZeroEngine::memory() const {
       m.host_shared_params = params_->bytes();
       m.compute.params = params_->bytes() / static_cast<size_t>(comm_->size());
     }
-    // Stages 1, 2: the 16-bit shard is the all-gather's send buffer.
+    // Stages 1, 2: the shard the optimizer writes, which the publish sends or copies.
     if (shard_space_.defined() && !shard_is_master) m.compute.buffers += shard16;
   } else {
     m.compute.params = gatherer_->pieces().resident_bytes() + gatherer_->whole_bytes();

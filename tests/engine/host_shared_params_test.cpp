@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
+#include <memory>
+#include <string>
+
 #include "engine_test_support.h"
 #include "zoff/engine/zero_engine.h"
 
@@ -29,9 +33,11 @@ torch::Tensor flatten_params(torch::nn::Module& m) {
   return torch::cat(parts);
 }
 
+using WrapComm = std::function<dist::CommPtr(dist::CommPtr)>;
+
 // Trains the tiny mlp for kSteps with `cfg` on `world` rank threads (the shared-memory
-// transport: every rank is on this host).
-TrainedRun train(const config::Config& cfg, int world) {
+// transport: every rank is on this host), each engine on wrap(comm) when wrap is given.
+TrainedRun train(const config::Config& cfg, int world, const WrapComm& wrap = {}) {
   TrainedRun run;
   run.params.resize(static_cast<size_t>(world));
   run.shared_bytes.resize(static_cast<size_t>(world));
@@ -41,7 +47,7 @@ TrainedRun train(const config::Config& cfg, int world) {
   testing::run_ranks(world, [&](dist::CommPtr comm, int rank) {
     ASSERT_EQ(comm->backend(), "shm");
     auto model = models[static_cast<size_t>(rank)];
-    ZeroEngine engine(model.ptr(), cfg, comm);
+    ZeroEngine engine(model.ptr(), cfg, wrap ? wrap(comm) : comm);
     const int64_t micro = cfg.train_micro_batch_size_per_gpu;
     for (int s = 0; s < kSteps; ++s) {
       auto [x, y] = global_batch(s, kGlobal);
@@ -106,6 +112,58 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(SharedCase{1, 2, false, false}, SharedCase{2, 3, false, false},
                       SharedCase{1, 3, true, false}, SharedCase{2, 2, true, false},
                       SharedCase{2, 3, true, true}, SharedCase{1, 2, false, true}));
+
+// The shared-memory transport, except that the parameters' segment cannot be had (as with a
+// /dev/shm too small for them): every other call goes to the real communicator.
+class NoRoomForParams final : public dist::Comm {
+ public:
+  explicit NoRoomForParams(dist::CommPtr inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  dist::WorkPtr all_reduce_sum(torch::Tensor t) override { return inner_->all_reduce_sum(t); }
+  dist::WorkPtr reduce_scatter_sum(torch::Tensor in, torch::Tensor out) override {
+    return inner_->reduce_scatter_sum(in, out);
+  }
+  dist::WorkPtr reduce_scatter_sum_v(torch::Tensor in, std::vector<int64_t> splits,
+                                     torch::Tensor out) override {
+    return inner_->reduce_scatter_sum_v(in, std::move(splits), out);
+  }
+  dist::WorkPtr all_gather(torch::Tensor in, torch::Tensor out) override {
+    return inner_->all_gather(in, out);
+  }
+  dist::WorkPtr broadcast(torch::Tensor t, int root) override { return inner_->broadcast(t, root); }
+  void barrier() override { inner_->barrier(); }
+  torch::Tensor shared_tensor(int64_t, torch::ScalarType, std::string* why_not) override {
+    *why_not = "no room in /dev/shm (test)";
+    return {};
+  }
+  std::string backend() const override { return inner_->backend(); }
+
+ private:
+  dist::CommPtr inner_;
+};
+
+TEST(HostSharedParamsMemory, WithoutRoomEachRankKeepsACopySaysSoAndTrainsAlike) {
+  const int world = 2;
+  auto cfg = base_config(2, world, kGlobal, /*accum=*/1);
+  cfg.bf16 = true;
+  const TrainedRun shared = train(cfg, world);
+  ::testing::internal::CaptureStderr();
+  const TrainedRun fallback =
+      train(cfg, world, [](dist::CommPtr c) { return std::make_shared<NoRoomForParams>(c); });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("zoff: one copy of the parameters per host is not possible (no room in "
+                     "/dev/shm (test)): each rank keeps its own"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(fallback.losses, shared.losses);
+  for (int r = 0; r < world; ++r) {
+    const auto i = static_cast<size_t>(r);
+    EXPECT_TRUE(torch::equal(fallback.params[i], shared.params[i])) << "rank " << r;
+    EXPECT_EQ(fallback.shared_bytes[i], 0u) << "rank " << r;
+    EXPECT_GT(shared.shared_bytes[i], 0u) << "rank " << r;
+  }
+}
 
 // One copy, not copies kept equal: a value one rank writes is what every other rank reads.
 // With the key off each rank keeps its own (and stage 0 always does).
