@@ -63,11 +63,16 @@ std::optional<Mapped> map_on_every_rank(Comm& comm, const Create& create, const 
   return mapped;
 }
 
-// Whether every rank has `mine` true (a collective: all ranks learn the same answer).
-bool every_rank(Comm& comm, bool mine) {
+// Whether every rank mapped the segment (a collective: all ranks learn the same answer).
+// If not, *why_not (may be null) gets this rank's reason, or that another rank failed.
+bool all_mapped(Comm& comm, bool mine, const std::string& reason, std::string* why_not) {
   auto votes = torch::tensor({mine ? 1 : 0}, torch::kInt);
   comm.all_reduce_sum(votes)->wait();
-  return votes.item<int>() == comm.size();
+  if (votes.item<int>() == comm.size()) return true;
+  if (why_not != nullptr) {
+    *why_not = reason.empty() ? "another rank could not map rank 0's shared memory" : reason;
+  }
+  return false;
 }
 
 }  // namespace
@@ -102,10 +107,7 @@ std::shared_ptr<ShmComm> ShmComm::connect(CommPtr bootstrap, std::chrono::millis
       &reason);
   if (channel) channel->announce(rank);
   // The vote's all-reduce also orders every rank's pid before check_peers reads them.
-  if (!every_rank(*bootstrap, channel.has_value())) {
-    if (why_not != nullptr) {
-      *why_not = reason.empty() ? "another rank could not map rank 0's shared memory" : reason;
-    }
+  if (!all_mapped(*bootstrap, channel.has_value(), reason, why_not)) {
     return nullptr;  // the channel's destructor unmaps, and on rank 0 removes the name
   }
   channel->check_peers();
@@ -264,10 +266,7 @@ torch::Tensor ShmComm::shared_tensor(int64_t numel, torch::ScalarType dtype, std
         return SharedSegment::open(name, data_bytes, nonce);
       },
       &reason);
-  if (!every_rank(*this, segment.has_value())) {
-    if (why_not != nullptr) {
-      *why_not = reason.empty() ? "another rank could not map rank 0's shared memory" : reason;
-    }
+  if (!all_mapped(*this, segment.has_value(), reason, why_not)) {
     return {};  // the segment's destructor unmaps, and on rank 0 removes the name
   }
   // Every rank has it mapped: the name can go; the tensor's deleter owns the mapping.

@@ -372,10 +372,11 @@ void ZeroEngine::load_unit_values() {
     const auto& unit = layout_->units()[u];
     auto values = unit_values_fp32(u);
     comm_->broadcast(values, 0)->wait();
+    // This rank's piece of the unit (stages 1-3; empty at stage 0, which is not sharded).
+    const auto mine = values.narrow(0, rank * unit.shard_size, unit.shard_size);
     if (stage_ == 0) {
       if (!master_is_params_) master_.narrow(0, unit.offset, unit.padded_numel).copy_(values);
     } else {
-      auto mine = values.narrow(0, rank * unit.shard_size, unit.shard_size);
       if (tiered_) {
         tiered_->append_master(static_cast<size_t>(unit.shard_offset),
                                mine.contiguous().data_ptr<float>(),
@@ -388,14 +389,12 @@ void ZeroEngine::load_unit_values() {
       gatherer_->fill_unit(u, values.to(compute_dtype_));
     } else {
       if (shared_params_) {  // the other pieces are the other ranks' to write
-        params_->range(unit.offset + rank * unit.shard_size, unit.shard_size)
-            .copy_(values.narrow(0, rank * unit.shard_size, unit.shard_size));
+        params_->range(unit.offset + rank * unit.shard_size, unit.shard_size).copy_(mine);
       } else {
         params_->range(unit.offset, unit.padded_numel).copy_(values);
       }
       if (stage_ >= 1 && !shard_space_.is_same(master_)) {
-        shard_space_.narrow(0, unit.shard_offset, unit.shard_size)
-            .copy_(values.narrow(0, rank * unit.shard_size, unit.shard_size));
+        shard_space_.narrow(0, unit.shard_offset, unit.shard_size).copy_(mine);
       }
     }
   }
