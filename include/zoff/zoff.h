@@ -68,6 +68,7 @@
 #include "zoff/offload/tier.h"
 #include "zoff/optim/aligned_floats.h"
 #include "zoff/optim/compressed_adam.h"
+#include "zoff/optim/copy_out_pieces.h"
 #include "zoff/optim/gradient_kernels.h"
 #include "zoff/optim/kernels.h"
 #include "zoff/optim/openmp_probe.h"

@@ -272,7 +272,7 @@ void GradReducer::permute_rank_major(const partition::UnitBucket& bucket,
       staging
           .narrow(0, r * bucket.shard_size + unit.shard_offset - bucket.shard_offset,
                   unit.shard_size)
-          .copy_(full.narrow(0, unit.offset + r * unit.shard_size, unit.shard_size));
+          .copy_(full.narrow(0, unit.piece_offset(r), unit.shard_size));
     }
   }
 }

@@ -157,6 +157,11 @@ void ZeroEngine::setup_buffers() {
   const auto& offload = config_.zero.offload_optimizer;
   const bool fp32 = compute_dtype_ == torch::kFloat32;
   if (stage_ <= 2) setup_params();
+  // One copy per host in 16 bits, the optimizer's master in memory, no delayed update: the
+  // fused pass writes this rank's pieces of the copy itself, and no 16-bit shard is kept.
+  params_in_step_ = shared_params_ && !fp32 && offload.device != "nvme" &&
+                    !(offload_ && offload.delayed_param_update);
+  if (params_in_step_) own_pieces_ = shared_param_pieces();
   if (stage_ == 0) {
     master_is_params_ = fp32 && !offload_;
     master_ = master_is_params_
@@ -173,7 +178,7 @@ void ZeroEngine::setup_buffers() {
   if (master_.defined() && fp32 && offload_device_ == compute_device_) {
     shard_space_ = master_;  // the optimizer updates the shard the model's copy comes from
     master_is_params_ = stage_ == 3;
-  } else if (!param_nvme) {
+  } else if (!param_nvme && !params_in_step_) {
     shard_space_ =
         torch::zeros({layout_->shard_size()},
                      torch::TensorOptions().dtype(compute_dtype_).device(compute_device_));
@@ -389,11 +394,11 @@ void ZeroEngine::load_unit_values() {
       gatherer_->fill_unit(u, values.to(compute_dtype_));
     } else {
       if (shared_params_) {  // the other pieces are the other ranks' to write
-        params_->range(unit.offset + rank * unit.shard_size, unit.shard_size).copy_(mine);
+        params_->range(unit.piece_offset(rank), unit.shard_size).copy_(mine);
       } else {
         params_->range(unit.offset, unit.padded_numel).copy_(values);
       }
-      if (stage_ >= 1 && !shard_space_.is_same(master_)) {
+      if (stage_ >= 1 && shard_space_.defined() && !shard_space_.is_same(master_)) {
         shard_space_.narrow(0, unit.shard_offset, unit.shard_size).copy_(mine);
       }
     }
@@ -601,6 +606,8 @@ StepStats ZeroEngine::apply_step() {
   if (dpu_ && step_ >= config_.zero.offload_optimizer.dpu_warmup_steps) {
     launch_delayed_update(grads, stats.lr);
     times_.optimizer_ms += ms_since(update_start);
+  } else if (params_in_step_) {
+    update_shared_params(grads, stats.lr);
   } else {
     {
       RECORD_USER_SCOPE("zoff::optimizer_step");
@@ -766,23 +773,62 @@ void ZeroEngine::publish_shard() {
   if (gatherer_) {
     gatherer_->refresh_whole_units();
   } else if (shared_params_) {
-    write_own_pieces();
+    // Without a 16-bit shard (params_in_step_): rounded from the master, as the fused pass
+    // rounds (nearest even).
+    write_own_pieces(params_in_step_ ? master_ : shard_space_);
   } else {
     all_gather_units();
   }
 }
 
-// Stages 1-2 with one copy per host: this rank's pieces of every unit from its shard space
-// into the shared parameters. The first barrier waits until no rank reads the parameters
+// Stages 1-2 with the fused pass writing into the one copy per host: between the same two
+// barriers as write_own_pieces, the optimizer writes this rank's pieces itself.
+void ZeroEngine::update_shared_params(const torch::Tensor& grads, double lr) {
+  const auto wait_start = Clock::now();
+  comm_->barrier();  // no peer reads the parameters any more
+  times_.allgather_ms += ms_since(wait_start);
+  const auto update_start = Clock::now();
+  {
+    RECORD_USER_SCOPE("zoff::optimizer_step");
+    const auto copy_out =
+        compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
+    optimizer_->step_scattered(master_.data_ptr<float>(), grads.data_ptr<float>(), lr, copy_out,
+                               own_pieces_);
+  }
+  times_.optimizer_ms += ms_since(update_start);
+  RECORD_USER_SCOPE("zoff::publish_params");
+  const auto publish_start = Clock::now();
+  comm_->barrier();  // every rank's pieces are written
+  times_.allgather_ms += ms_since(publish_start);
+}
+
+// This rank's pieces of the one copy per host, in shard order: where the fused pass writes.
+optim::CopyOutPieces ZeroEngine::shared_param_pieces() const {
+  const int64_t rank = comm_->rank();
+  auto* base = reinterpret_cast<uint16_t*>(params_->flat().data_ptr());
+  std::vector<optim::CopyOutPiece> pieces;
+  for (const auto& unit : layout_->units()) {
+    pieces.push_back({static_cast<size_t>(unit.shard_offset), static_cast<size_t>(unit.shard_size),
+                      base + unit.piece_offset(rank)});
+  }
+  std::sort(
+      pieces.begin(), pieces.end(),
+      [](const optim::CopyOutPiece& a, const optim::CopyOutPiece& b) { return a.begin < b.begin; });
+  return optim::CopyOutPieces(std::move(pieces), static_cast<size_t>(layout_->shard_size()));
+}
+
+// Stages 1-2 with one copy per host: this rank's pieces of every unit from `shard` (the
+// 16-bit shard space; the fp32 master, rounded, where there is none) into the shared
+// parameters. The first barrier waits until no rank reads the parameters
 // any more (a peer may still be between its backward and its step), the second until every
 // rank has written (the next forward reads all pieces).
-void ZeroEngine::write_own_pieces() {
+void ZeroEngine::write_own_pieces(const torch::Tensor& shard) {
   const int64_t rank = comm_->rank();
   comm_->barrier();
   for (size_t u : layout_->buffer_order()) {
     const auto& unit = layout_->units()[u];
-    params_->range(unit.offset + rank * unit.shard_size, unit.shard_size)
-        .copy_(shard_space_.narrow(0, unit.shard_offset, unit.shard_size));
+    params_->range(unit.piece_offset(rank), unit.shard_size)
+        .copy_(shard.narrow(0, unit.shard_offset, unit.shard_size));
   }
   comm_->barrier();
 }

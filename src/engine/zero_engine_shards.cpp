@@ -176,7 +176,10 @@ std::vector<StateSection> ZeroEngine::state_sections() {
 // the fused pass does). From the nvme tier, sub-group by sub-group.
 void ZeroEngine::rebuild_compute_from_master() {
   if (!tiered_) {
-    if (compute_dtype_ != torch::kFloat32) optimizer_output().copy_(master_);
+    // Without a 16-bit shard the publish rounds from the master itself.
+    if (compute_dtype_ != torch::kFloat32 && optimizer_output().defined()) {
+      optimizer_output().copy_(master_);
+    }
     return;
   }
   // A multiple of 2048 elements: 16-bit chunks of the parameter region start aligned.

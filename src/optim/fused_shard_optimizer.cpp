@@ -62,10 +62,31 @@ class FusedShardOptimizer final : public ShardOptimizer {
       if (dtype_ == StateDtype::kFp32) {
         span_.step_span(params, grads, pointers_.data(), numel_, copy_out, out16);
       } else {
-        step_segments(params, grads, copy_out, out16);
+        step_segments([&](size_t b, size_t n, const StateSpan* at) {
+          span_.step_span(params + b, grads + b, at, n, SpanPlace{0, n}, copy_out,
+                          copy_out == CopyOut::kNone ? nullptr : out16 + b);
+        });
       }
     } catch (...) {
       span_.abort_step();  // the step count stays where it was
+      throw;
+    }
+    span_.end_step();
+  }
+
+  // The fp32 states too go through their StateSpans here: one path cuts every dtype's span
+  // into runs inside the pieces.
+  void step_scattered(float* params, const float* grads, double lr, CopyOut copy_out,
+                      const CopyOutPieces& out) override {
+    check_step_arguments(params, grads, lr, CopyOut::kNone, nullptr, numel_);
+    check_scattered_out(out, numel_);
+    span_.begin_step(lr);
+    try {
+      step_segments([&](size_t b, size_t n, const StateSpan* at) {
+        span_.step_span(params + b, grads + b, at, n, SpanPlace{0, n}, copy_out, out, b);
+      });
+    } catch (...) {
+      span_.abort_step();
       throw;
     }
     span_.end_step();
@@ -112,10 +133,13 @@ class FusedShardOptimizer final : public ShardOptimizer {
   }
 
  private:
-  // Compressed states: one span per segment, each placed as a shard of its own so that its
-  // int8 blocks start at its first element (bf16, elementwise, does not care).
-  void step_segments(float* params, const float* grads, CopyOut copy_out, uint16_t* out16) {
-    const size_t elem = dtype_ == StateDtype::kBf16 ? sizeof(uint16_t) : 1;
+  // One span per segment, each placed as a shard of its own so that its int8 blocks start at
+  // its first element (bf16 and fp32, elementwise, do not care): step(b, n, states at b).
+  template <class StepSpan>
+  void step_segments(const StepSpan& step) {
+    const size_t elem = dtype_ == StateDtype::kFp32   ? sizeof(float)
+                        : dtype_ == StateDtype::kBf16 ? sizeof(uint16_t)
+                                                      : 1;
     std::vector<StateSpan> at(spans_.size());
     size_t first_scale = 0;
     for (size_t b = 0; b < numel_; b += segment_) {
@@ -124,8 +148,7 @@ class FusedShardOptimizer final : public ShardOptimizer {
         at[i].data = static_cast<char*>(spans_[i].data) + b * elem;
         at[i].scales = dtype_ == StateDtype::kInt8 ? spans_[i].scales + first_scale : nullptr;
       }
-      span_.step_span(params + b, grads + b, at.data(), n, SpanPlace{0, n}, copy_out,
-                      copy_out == CopyOut::kNone ? nullptr : out16 + b);
+      step(b, n, at.data());
       first_scale += state_blocks(n);
     }
   }

@@ -2,6 +2,7 @@
 #include "zoff/optim/shard_optimizer.h"
 
 #include <cmath>
+#include <vector>
 
 #include "shard_optimizer_backends.h"
 #include "zoff/core/error.h"
@@ -71,12 +72,26 @@ void check_step_arguments(const float* params, const float* grads, double lr, Co
                  "optimizer step: out16 is null but a 16-bit copy-out was asked for");
 }
 
+void check_scattered_out(const CopyOutPieces& out, size_t numel) {
+  ZOFF_CHECK_ARG(out.numel() == numel, "optimizer step: the scattered copy-out has ", out.numel(),
+                 " elements, the optimizer ", numel);
+}
+
 }  // namespace detail
 
 int optimizer_state_count(const OptimizerOptions& o) {
   if (o.type == "adam" || o.type == "adamw") return 2;
   if (o.type == "sgd") return o.momentum != 0.0 ? 1 : 0;
   return 1;  // adagrad
+}
+
+void ShardOptimizer::step_scattered(float* params, const float* grads, double lr, CopyOut copy_out,
+                                    const CopyOutPieces& out) {
+  detail::check_scattered_out(out, numel());
+  if (copy_out == CopyOut::kNone) return step(params, grads, lr, copy_out, nullptr);
+  std::vector<uint16_t> copy(numel());
+  step(params, grads, lr, copy_out, copy.data());
+  out.scatter(0, copy.size(), copy.data());
 }
 
 std::map<std::string, StoredState> ShardOptimizer::stored_state_buffers() {

@@ -17,6 +17,9 @@ void validate_options(const OptimizerOptions& options);
 void check_step_arguments(const float* params, const float* grads, double lr, CopyOut copy_out,
                           const uint16_t* out16, size_t numel);
 
+// Throws zoff::UsageError when a scattered copy-out does not have `numel` elements.
+void check_scattered_out(const CopyOutPieces& out, size_t numel);
+
 // The step counter's hard limit: LibTorch's pow(beta, t) is fine far beyond it, and a
 // negative or absurd count from a damaged checkpoint is refused.
 constexpr int64_t kMaxStepCount = int64_t{1} << 53;

@@ -24,8 +24,15 @@ int checked_threads(const OptimizerOptions& options, int threads) {
   return threads;
 }
 
-uint16_t* part_of(uint16_t* out16, CopyOut copy_out, size_t begin) {
-  return copy_out == CopyOut::kNone ? nullptr : out16 + begin;
+// The state pointers of fp32 StateSpans as the float kernels take them (at most two states).
+struct FloatStates {
+  float* p[2] = {nullptr, nullptr};
+};
+
+FloatStates floats_of(const StateSpan* states, size_t count) {
+  FloatStates f;
+  for (size_t i = 0; i < count && i < 2; ++i) f.p[i] = static_cast<float*>(states[i].data);
+  return f;
 }
 
 // Throws zoff::UsageError when [begin, begin + n) is not inside the shard, or (int8) does not
@@ -44,6 +51,65 @@ void check_span_place(StateDtype dtype, SpanPlace place, size_t n) {
 }
 
 }  // namespace
+
+namespace detail {
+
+// Where the copy-out of a span's element i goes: out16 + i (contiguous), or element
+// begin + i of scattered pieces. The kernels take one contiguous destination, so a part of
+// a span is handed to them run by run, each run inside one piece.
+class CopyOutDest {
+ public:
+  CopyOutDest(CopyOut kind, uint16_t* out16) : kind_(kind), out16_(out16) {}
+  CopyOutDest(CopyOut kind, const CopyOutPieces* pieces, size_t begin)
+      : kind_(kind), pieces_(pieces), begin_(begin) {}
+
+  CopyOut kind() const { return kind_; }
+
+  // fn(r, rk, dst) over the runs of [b, b + k) for elementwise kernels (dst null without a
+  // copy-out).
+  template <class Fn>
+  void runs(size_t b, size_t k, const Fn& fn) const {
+    if (kind_ == CopyOut::kNone) return fn(b, k, nullptr);
+    if (pieces_ == nullptr) return fn(b, k, out16_ + b);
+    pieces_->for_each_run(begin_ + b, k,
+                          [&](size_t pb, size_t pk, uint16_t* dst) { fn(pb - begin_, pk, dst); });
+  }
+
+  // The same for the int8 kernel, whose runs are whole state blocks (b is on a block): a
+  // run ends on a block boundary or at b + k, and a block that crosses from one piece into
+  // the next writes into a bounce buffer that is then scattered (at most one block per
+  // piece boundary, so nearly every element is written in place).
+  template <class Fn>
+  void block_runs(size_t b, size_t k, const Fn& fn) const {
+    if (kind_ == CopyOut::kNone || pieces_ == nullptr) return runs(b, k, fn);
+    const size_t end = b + k;
+    while (b < end) {
+      const CopyOutPiece& p = pieces_->piece_of(begin_ + b);
+      uint16_t* dst = p.dst + (begin_ + b - p.begin);
+      const size_t piece_end = p.begin + p.n - begin_;  // in span elements, > b
+      if (piece_end >= end) return fn(b, end - b, dst);
+      const size_t whole = (piece_end - b) / kStateBlock * kStateBlock;
+      if (whole > 0) {
+        fn(b, whole, dst);
+        b += whole;
+        continue;
+      }
+      const size_t n = std::min(kStateBlock, end - b);
+      uint16_t bounce[kStateBlock];
+      fn(b, n, bounce);
+      pieces_->scatter(begin_ + b, n, bounce);
+      b += n;
+    }
+  }
+
+ private:
+  CopyOut kind_;
+  uint16_t* out16_ = nullptr;
+  const CopyOutPieces* pieces_ = nullptr;
+  size_t begin_ = 0;
+};
+
+}  // namespace detail
 
 SpanOptimizer::SpanOptimizer(const OptimizerOptions& options, int threads)
     : options_(options),
@@ -102,15 +168,22 @@ void SpanOptimizer::step_span(float* params, const float* grads, float* const* s
   ZOFF_CHECK_ARG(state_dtype_ == StateDtype::kFp32, "optimizer step: state_dtype = '",
                  options_.state_dtype, "' states are not float buffers: pass StateSpans");
   detail::check_step_arguments(params, grads, lr_, copy_out, out16, n);
+  step_floats(params, grads, states, n, detail::CopyOutDest(copy_out, out16));
+}
+
+void SpanOptimizer::step_floats(float* params, const float* grads, float* const* states, size_t n,
+                                const detail::CopyOutDest& out) {
   if (n == 0) return;
   const int64_t t = step_ + 1;
   const size_t aligned = first_cache_line_index(params);
+  const CopyOut copy_out = out.kind();
   switch (kind_) {
     case Kind::kAdam: {
       const auto c = adam_coefficients(options_, lr_, t);
       run_split(n, aligned, [&](size_t b, size_t k) {
-        fused_adam(c, params + b, grads + b, states[0] + b, states[1] + b, k, copy_out,
-                   part_of(out16, copy_out, b));
+        out.runs(b, k, [&](size_t r, size_t rk, uint16_t* dst) {
+          fused_adam(c, params + r, grads + r, states[0] + r, states[1] + r, rk, copy_out, dst);
+        });
       });
       break;
     }
@@ -118,61 +191,88 @@ void SpanOptimizer::step_span(float* params, const float* grads, float* const* s
       const auto c = sgd_coefficients(options_, lr_, t);
       float* buf = states_.empty() ? nullptr : states[0];
       run_split(n, aligned, [&](size_t b, size_t k) {
-        fused_sgd(c, params + b, grads + b, buf == nullptr ? nullptr : buf + b, k, copy_out,
-                  part_of(out16, copy_out, b));
+        out.runs(b, k, [&](size_t r, size_t rk, uint16_t* dst) {
+          fused_sgd(c, params + r, grads + r, buf == nullptr ? nullptr : buf + r, rk, copy_out,
+                    dst);
+        });
       });
       break;
     }
     case Kind::kAdagrad: {
       const auto c = adagrad_coefficients(options_, lr_, t);
       run_split(n, aligned, [&](size_t b, size_t k) {
-        fused_adagrad(c, params + b, grads + b, states[0] + b, k, copy_out,
-                      part_of(out16, copy_out, b));
+        out.runs(b, k, [&](size_t r, size_t rk, uint16_t* dst) {
+          fused_adagrad(c, params + r, grads + r, states[0] + r, rk, copy_out, dst);
+        });
       });
       break;
     }
   }
 }
 
-void SpanOptimizer::step_span(float* params, const float* grads, const StateSpan* states, size_t n,
-                              SpanPlace place, CopyOut copy_out, uint16_t* out16) {
+void SpanOptimizer::check_states(const StateSpan* states, size_t n, SpanPlace place) const {
   ZOFF_CHECK(in_step_, "optimizer: step_span outside begin_step/end_step");
-  detail::check_step_arguments(params, grads, lr_, copy_out, out16, n);
   check_span_place(state_dtype_, place, n);
-  if (n == 0) return;
-  for (size_t i = 0; i < states_.size(); ++i) {
+  for (size_t i = 0; i < states_.size() && n > 0; ++i) {
     ZOFF_CHECK_ARG(states[i].data != nullptr, "optimizer step: state ", states_[i].name,
                    " is null for ", n, " elements");
     ZOFF_CHECK_ARG(state_dtype_ != StateDtype::kInt8 || states[i].scales != nullptr,
                    "optimizer step: int8 state ", states_[i].name, " has no scales");
   }
+}
+
+void SpanOptimizer::step_span(float* params, const float* grads, const StateSpan* states, size_t n,
+                              SpanPlace place, CopyOut copy_out, uint16_t* out16) {
+  detail::check_step_arguments(params, grads, lr_, copy_out, out16, n);
+  check_states(states, n, place);
+  if (n == 0) return;
+  const detail::CopyOutDest out(copy_out, out16);
   if (state_dtype_ == StateDtype::kFp32) {
-    std::vector<float*> floats;
-    for (size_t i = 0; i < states_.size(); ++i)
-      floats.push_back(static_cast<float*>(states[i].data));
-    return step_span(params, grads, floats.data(), n, copy_out, out16);
+    const FloatStates f = floats_of(states, states_.size());
+    return step_floats(params, grads, f.p, n, out);
   }
-  step_compressed(params, grads, states, n, copy_out, out16);
+  step_compressed(params, grads, states, n, out);
+}
+
+void SpanOptimizer::step_span(float* params, const float* grads, const StateSpan* states, size_t n,
+                              SpanPlace place, CopyOut copy_out, const CopyOutPieces& pieces,
+                              size_t out_begin) {
+  detail::check_step_arguments(params, grads, lr_, CopyOut::kNone, nullptr, n);
+  check_states(states, n, place);
+  ZOFF_CHECK_ARG(out_begin <= pieces.numel() && n <= pieces.numel() - out_begin,
+                 "optimizer step: a span of ", n, " elements from copy-out element ", out_begin,
+                 " runs past the copy-out's ", pieces.numel());
+  if (n == 0) return;
+  const detail::CopyOutDest out(copy_out, &pieces, out_begin);
+  if (state_dtype_ == StateDtype::kFp32) {
+    const FloatStates f = floats_of(states, states_.size());
+    return step_floats(params, grads, f.p, n, out);
+  }
+  step_compressed(params, grads, states, n, out);
 }
 
 // bf16 / int8 states: Adam and AdamW only (validate_options refuses the others).
 void SpanOptimizer::step_compressed(float* params, const float* grads, const StateSpan* states,
-                                    size_t n, CopyOut copy_out, uint16_t* out16) {
+                                    size_t n, const detail::CopyOutDest& out) {
   const auto c = adam_coefficients(options_, lr_, step_ + 1);
+  const CopyOut copy_out = out.kind();
   if (state_dtype_ == StateDtype::kBf16) {
     auto* m = static_cast<uint16_t*>(states[0].data);
     auto* v = static_cast<uint16_t*>(states[1].data);
     run_split(n, first_cache_line_index(params), [&](size_t b, size_t k) {
-      fused_adam_bf16_states(c, params + b, grads + b, m + b, v + b, k, copy_out,
-                             part_of(out16, copy_out, b));
+      out.runs(b, k, [&](size_t r, size_t rk, uint16_t* dst) {
+        fused_adam_bf16_states(c, params + r, grads + r, m + r, v + r, rk, copy_out, dst);
+      });
     });
     return;
   }
   run_split_blocks(n, [&](size_t b, size_t k) {
-    const Int8AdamStates s{
-        static_cast<int8_t*>(states[0].data) + b, states[0].scales + b / kStateBlock,
-        static_cast<uint8_t*>(states[1].data) + b, states[1].scales + b / kStateBlock};
-    fused_adam_int8_states(c, params + b, grads + b, s, k, copy_out, part_of(out16, copy_out, b));
+    out.block_runs(b, k, [&](size_t r, size_t rk, uint16_t* dst) {
+      const Int8AdamStates s{
+          static_cast<int8_t*>(states[0].data) + r, states[0].scales + r / kStateBlock,
+          static_cast<uint8_t*>(states[1].data) + r, states[1].scales + r / kStateBlock};
+      fused_adam_int8_states(c, params + r, grads + r, s, rk, copy_out, dst);
+    });
   });
 }
 

@@ -25,6 +25,8 @@ struct TrainedRun {
   std::vector<double> losses;         // rank 0's micro-batch losses, in order
   std::vector<torch::Tensor> params;  // every rank's final parameters, fp32, module order
   std::vector<size_t> shared_bytes;   // every rank's memory().host_shared_params
+  std::vector<size_t> buffers;        // every rank's memory().compute.buffers
+  std::vector<int64_t> shard;         // every rank's shard().size, elements
 };
 
 torch::Tensor flatten_params(torch::nn::Module& m) {
@@ -41,6 +43,8 @@ TrainedRun train(const config::Config& cfg, int world, const WrapComm& wrap = {}
   TrainedRun run;
   run.params.resize(static_cast<size_t>(world));
   run.shared_bytes.resize(static_cast<size_t>(world));
+  run.buffers.resize(static_cast<size_t>(world));
+  run.shard.resize(static_cast<size_t>(world));
   std::vector<testing::TinyMlp> models;
   for (int r = 0; r < world; ++r) models.push_back(make_model(kSeed));
   const auto dtype = cfg.bf16 ? torch::kBFloat16 : torch::kFloat32;
@@ -63,6 +67,8 @@ TrainedRun train(const config::Config& cfg, int world, const WrapComm& wrap = {}
     engine.synchronize();
     run.params[static_cast<size_t>(rank)] = flatten_params(*model);
     run.shared_bytes[static_cast<size_t>(rank)] = engine.memory().host_shared_params;
+    run.buffers[static_cast<size_t>(rank)] = engine.memory().compute.buffers;
+    run.shard[static_cast<size_t>(rank)] = engine.shard().size;
   });
   return run;
 }
@@ -72,11 +78,12 @@ struct SharedCase {
   int world;
   bool bf16;
   bool offload_dpu;  // cpu offload with the delayed parameter update from step 2
+  std::string state_dtype = "fp32";
 };
 
 void PrintTo(const SharedCase& c, std::ostream* os) {
   *os << "stage " << c.stage << " world " << c.world << (c.bf16 ? " bf16" : " fp32")
-      << (c.offload_dpu ? " offload+dpu" : "");
+      << (c.offload_dpu ? " offload+dpu" : "") << " " << c.state_dtype << " states";
 }
 
 class HostSharedParams : public ::testing::TestWithParam<SharedCase> {};
@@ -85,6 +92,7 @@ TEST_P(HostSharedParams, TrainBitForBitLikeACopyPerRank) {
   const SharedCase c = GetParam();
   auto cfg = base_config(c.stage, c.world, kGlobal, /*accum=*/2);
   cfg.bf16 = c.bf16;
+  cfg.optimizer.state_dtype = c.state_dtype;
   if (c.offload_dpu) {
     cfg.zero.offload_optimizer.device = "cpu";
     cfg.zero.offload_optimizer.delayed_param_update = true;
@@ -102,6 +110,10 @@ TEST_P(HostSharedParams, TrainBitForBitLikeACopyPerRank) {
     EXPECT_TRUE(torch::equal(shared.params[i], shared.params[0])) << "rank " << r;
     EXPECT_GE(shared.shared_bytes[i], element * static_cast<size_t>(shared.params[i].numel()));
     EXPECT_EQ(own.shared_bytes[i], 0u) << "rank " << r;
+    // 16-bit parameters without the delayed update: the optimizer writes into the shared
+    // copy, so no rank keeps a 16-bit shard (the delayed update keeps its own output).
+    const size_t shard16 = c.bf16 && !c.offload_dpu ? 2 * static_cast<size_t>(own.shard[i]) : 0;
+    EXPECT_EQ(own.buffers[i] - shared.buffers[i], shard16) << "rank " << r;
   }
   // The run must have learned something, or equal parameters would prove nothing.
   EXPECT_FALSE(torch::equal(shared.params[0], flatten_params(*make_model(kSeed))));
@@ -111,7 +123,9 @@ INSTANTIATE_TEST_SUITE_P(
     StagesWorldsDtypes, HostSharedParams,
     ::testing::Values(SharedCase{1, 2, false, false}, SharedCase{2, 3, false, false},
                       SharedCase{1, 3, true, false}, SharedCase{2, 2, true, false},
-                      SharedCase{2, 3, true, true}, SharedCase{1, 2, false, true}));
+                      SharedCase{2, 3, true, true}, SharedCase{1, 2, false, true},
+                      SharedCase{2, 3, true, false, "int8"},
+                      SharedCase{1, 2, true, false, "bf16"}));
 
 // The shared-memory transport, except that the parameters' segment cannot be had (as with a
 // /dev/shm too small for them): every other call goes to the real communicator.

@@ -214,7 +214,11 @@ class ZeroEngine {
   void publish_params();  // publish_shard(), timed into times_.allgather_ms
   void publish_shard();
   void all_gather_units();
-  void write_own_pieces();
+  // This rank's pieces of every unit, from `shard` (shard order) into the one copy per host.
+  void write_own_pieces(const torch::Tensor& shard);
+  // The step with params_in_step_: the fused pass writes own_pieces_ between two barriers.
+  void update_shared_params(const torch::Tensor& grads, double lr);
+  optim::CopyOutPieces shared_param_pieces() const;
   void finish_step();
 
   std::shared_ptr<torch::nn::Module> module_;
@@ -233,6 +237,11 @@ class ZeroEngine {
   // Stages 1-2, zero_optimization.host_shared_params: params_ is one copy every rank of the
   // host maps (Comm::shared_tensor); each rank writes only its own pieces of it.
   bool shared_params_ = false;
+  // ... and with 16-bit parameters, the master in memory and no delayed update, the fused
+  // pass writes this rank's pieces of that copy (own_pieces_) in place of a 16-bit shard:
+  // shard_space_ stays undefined.
+  bool params_in_step_ = false;
+  optim::CopyOutPieces own_pieces_;
   torch::Tensor shard_space_;               // stages 1-3: this rank's pieces, compute dtype
   std::unique_ptr<UnitGatherer> gatherer_;  // stage 3
   std::unique_ptr<ReplicatedStates> replicated_;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "zoff/optim/copy_out_pieces.h"
 #include "zoff/optim/state_dtype.h"
 
 namespace zoff::optim {
@@ -62,6 +63,12 @@ class ShardOptimizer {
   virtual ~ShardOptimizer() = default;
   virtual void step(float* params, const float* grads, double lr, CopyOut copy_out,
                     uint16_t* out16) = 0;
+  // step() with the 16-bit copy scattered over `out` (out.numel() == numel(), else
+  // zoff::UsageError): the same values, each written where its piece says. The fused
+  // backend writes them in the same pass; this default steps into a temporary copy of
+  // numel() elements and scatters it.
+  virtual void step_scattered(float* params, const float* grads, double lr, CopyOut copy_out,
+                              const CopyOutPieces& out);
   virtual size_t numel() const = 0;
   virtual int64_t step_count() const = 0;
   // Bytes of optimizer state held (m, v, momentum buffers...), not counting params.

@@ -7,11 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "zoff/optim/copy_out_pieces.h"
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/optim/state_dtype.h"
 #include "zoff/optim/thread_pool.h"
 
 namespace zoff::optim {
+
+namespace detail {
+class CopyOutDest;  // where a span's copy-out goes (span_optimizer.cpp)
+}
 
 // One state buffer the update needs per parameter (Adam's exp_avg, ...) and the value it
 // starts with.
@@ -68,6 +73,10 @@ class SpanOptimizer {
   // or the int8 block layout, or when a state pointer is null.
   void step_span(float* params, const float* grads, const StateSpan* states, size_t n,
                  SpanPlace place, CopyOut copy_out, uint16_t* out16);
+  // The same with the 16-bit copy scattered: element i of the span goes where element
+  // out_begin + i of `out` goes. Throws zoff::UsageError when the span runs past `out`.
+  void step_span(float* params, const float* grads, const StateSpan* states, size_t n,
+                 SpanPlace place, CopyOut copy_out, const CopyOutPieces& out, size_t out_begin);
   void end_step();
   // Leaves a step that failed half-way without counting it (the caller restores or
   // refuses to continue; the spans already updated stay updated).
@@ -87,8 +96,11 @@ class SpanOptimizer {
   // Like run_split, with inner boundaries on kStateBlock multiples (int8 blocks).
   template <class Body>
   void run_split_blocks(size_t n, const Body& body);
+  void check_states(const StateSpan* states, size_t n, SpanPlace place) const;
+  void step_floats(float* params, const float* grads, float* const* states, size_t n,
+                   const detail::CopyOutDest& out);
   void step_compressed(float* params, const float* grads, const StateSpan* states, size_t n,
-                       CopyOut copy_out, uint16_t* out16);
+                       const detail::CopyOutDest& out);
 
   OptimizerOptions options_;
   Kind kind_ = Kind::kAdam;

@@ -31,6 +31,9 @@ struct LayoutUnit {
   int64_t padded_numel = 0;   // elements it takes in the flat buffer
   int64_t shard_size = 0;     // elements each rank owns (0 without sharding)
   int64_t shard_offset = 0;   // where this rank's piece starts in its shard space
+
+  // Where rank r's piece of the unit starts in the flat buffer, in elements.
+  int64_t piece_offset(int64_t rank) const { return offset + rank * shard_size; }
 };
 
 // A rank's shard space is the concatenation of its pieces of every region: elements
