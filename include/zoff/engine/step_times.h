@@ -21,7 +21,8 @@ struct StepTimes {
   double grad_norm_ms = 0.0;
   double optimizer_ms = 0.0;  // the update of this rank's shard (its launch, with delayed updates)
   // Publishing the new parameters: stages 1-2's all-gather, or with one copy per host
-  // (host_shared_params) the writes of this rank's pieces into it between two barriers.
+  // (host_shared_params) the writes of this rank's pieces into it between two barriers
+  // (with 16-bit parameters the fused update writes them: only the barriers count here).
   double allgather_ms = 0.0;
 };
 
