@@ -644,13 +644,19 @@ torch::Tensor ZeroEngine::copy_out_target() const {
   return optimizer_output();
 }
 
+// The 16-bit copy the fused pass writes of the updated master: the compute dtype's, none
+// for fp32 compute.
+optim::CopyOut ZeroEngine::compute_copy_out() const {
+  if (compute_dtype_ == torch::kFloat32) return optim::CopyOut::kNone;
+  return compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
+}
+
 // One fused optimizer pass over the master; with 16-bit compute it also writes the
 // rounded parameters into `out16` (master_.numel() 16-bit elements) in the same pass.
 void ZeroEngine::update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16) {
-  optim::CopyOut copy_out = optim::CopyOut::kNone;
+  optim::CopyOut copy_out = compute_copy_out();
   uint16_t* out = nullptr;
-  if (compute_dtype_ != torch::kFloat32) {
-    copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
+  if (copy_out != optim::CopyOut::kNone) {
     // Undefined when the stage-3 pieces live in the nvme tier (the step writes them there).
     if (out16.defined()) out = reinterpret_cast<uint16_t*>(out16.data_ptr());
   }
@@ -698,9 +704,7 @@ void ZeroEngine::begin_overlapped_step() {
 // master itself, since the master is not in memory), or nowhere when the parameter pieces
 // live in the nvme tier too (the optimizer writes them there itself).
 void ZeroEngine::tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, float** out32) {
-  if (compute_dtype_ != torch::kFloat32) {
-    *copy_out = compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
-  }
+  *copy_out = compute_copy_out();
   if (!shard_space_.defined()) return;
   if (compute_dtype_ == torch::kFloat32) {
     *out32 = shard_space_.data_ptr<float>();
@@ -790,10 +794,8 @@ void ZeroEngine::update_shared_params(const torch::Tensor& grads, double lr) {
   const auto update_start = Clock::now();
   {
     RECORD_USER_SCOPE("zoff::optimizer_step");
-    const auto copy_out =
-        compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
-    optimizer_->step_scattered(master_.data_ptr<float>(), grads.data_ptr<float>(), lr, copy_out,
-                               own_pieces_);
+    optimizer_->step_scattered(master_.data_ptr<float>(), grads.data_ptr<float>(), lr,
+                               compute_copy_out(), own_pieces_);
   }
   times_.optimizer_ms += ms_since(update_start);
   RECORD_USER_SCOPE("zoff::publish_params");
@@ -802,18 +804,17 @@ void ZeroEngine::update_shared_params(const torch::Tensor& grads, double lr) {
   times_.allgather_ms += ms_since(publish_start);
 }
 
-// This rank's pieces of the one copy per host, in shard order: where the fused pass writes.
+// This rank's pieces of the one copy per host, in shard order (shard offsets increase along
+// the buffer order): where the fused pass writes.
 optim::CopyOutPieces ZeroEngine::shared_param_pieces() const {
   const int64_t rank = comm_->rank();
   auto* base = reinterpret_cast<uint16_t*>(params_->flat().data_ptr());
   std::vector<optim::CopyOutPiece> pieces;
-  for (const auto& unit : layout_->units()) {
+  for (size_t u : layout_->buffer_order()) {
+    const auto& unit = layout_->units()[u];
     pieces.push_back({static_cast<size_t>(unit.shard_offset), static_cast<size_t>(unit.shard_size),
                       base + unit.piece_offset(rank)});
   }
-  std::sort(
-      pieces.begin(), pieces.end(),
-      [](const optim::CopyOutPiece& a, const optim::CopyOutPiece& b) { return a.begin < b.begin; });
   return optim::CopyOutPieces(std::move(pieces), static_cast<size_t>(layout_->shard_size()));
 }
 

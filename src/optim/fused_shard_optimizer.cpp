@@ -57,8 +57,7 @@ class FusedShardOptimizer final : public ShardOptimizer {
   void step(float* params, const float* grads, double lr, CopyOut copy_out,
             uint16_t* out16) override {
     check_step_arguments(params, grads, lr, copy_out, out16, numel_);
-    span_.begin_step(lr);
-    try {
+    counted_step(lr, [&] {
       if (dtype_ == StateDtype::kFp32) {
         span_.step_span(params, grads, pointers_.data(), numel_, copy_out, out16);
       } else {
@@ -67,11 +66,7 @@ class FusedShardOptimizer final : public ShardOptimizer {
                           copy_out == CopyOut::kNone ? nullptr : out16 + b);
         });
       }
-    } catch (...) {
-      span_.abort_step();  // the step count stays where it was
-      throw;
-    }
-    span_.end_step();
+    });
   }
 
   // The fp32 states too go through their StateSpans here: one path cuts every dtype's span
@@ -80,16 +75,11 @@ class FusedShardOptimizer final : public ShardOptimizer {
                       const CopyOutPieces& out) override {
     check_step_arguments(params, grads, lr, CopyOut::kNone, nullptr, numel_);
     check_scattered_out(out, numel_);
-    span_.begin_step(lr);
-    try {
+    counted_step(lr, [&] {
       step_segments([&](size_t b, size_t n, const StateSpan* at) {
         span_.step_span(params + b, grads + b, at, n, SpanPlace{0, n}, copy_out, out, b);
       });
-    } catch (...) {
-      span_.abort_step();
-      throw;
-    }
-    span_.end_step();
+    });
   }
 
   size_t numel() const override { return numel_; }
@@ -133,13 +123,25 @@ class FusedShardOptimizer final : public ShardOptimizer {
   }
 
  private:
+  // One optimizer step around body(): counted once it completes; a throw leaves the step
+  // count where it was.
+  template <class Body>
+  void counted_step(double lr, const Body& body) {
+    span_.begin_step(lr);
+    try {
+      body();
+    } catch (...) {
+      span_.abort_step();
+      throw;
+    }
+    span_.end_step();
+  }
+
   // One span per segment, each placed as a shard of its own so that its int8 blocks start at
   // its first element (bf16 and fp32, elementwise, do not care): step(b, n, states at b).
   template <class StepSpan>
   void step_segments(const StepSpan& step) {
-    const size_t elem = dtype_ == StateDtype::kFp32   ? sizeof(float)
-                        : dtype_ == StateDtype::kBf16 ? sizeof(uint16_t)
-                                                      : 1;
+    const size_t elem = stored_element_bytes(dtype_);
     std::vector<StateSpan> at(spans_.size());
     size_t first_scale = 0;
     for (size_t b = 0; b < numel_; b += segment_) {

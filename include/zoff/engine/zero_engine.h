@@ -203,6 +203,7 @@ class ZeroEngine {
                         StepStats* stats);
   double global_squares(double local) const;
   void launch_delayed_update(const torch::Tensor& grads, double lr);
+  optim::CopyOut compute_copy_out() const;
   void update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16);
   void rebuild_compute_from_master();
   bool can_overlap_step() const;
