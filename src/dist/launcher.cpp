@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "zoff/core/error.h"
 #include "zoff/core/limits.h"
@@ -177,6 +179,222 @@ void signal_groups(const std::vector<RankProcess>& ranks, int signo) {
 // Why the launcher stopped the job early, if it did.
 enum class StopReason { kNone, kRankFailed, kTimedOut, kInterrupted };
 
+constexpr Clock::time_point kNever = Clock::time_point::max();
+
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// Forks and execs one process per local rank, each in its own process group with its stdout
+// and stderr on pipes. If one cannot be started, those already started are killed and reaped
+// and the error names the rank.
+std::vector<RankProcess> start_ranks(const LaunchOptions& options, const std::string& path,
+                                     int port, int threads) {
+  std::vector<std::string> base_env;
+  for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ZOFF_CHECK(null_fd >= 0, "launch: cannot open /dev/null: ", std::strerror(errno));
+  std::vector<RankProcess> ranks(options.nproc_per_node);
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    RankProcess& r = ranks[local];
+    r.rank = options.node_rank * options.nproc_per_node + local;
+    ExecArgs argv(options.command);
+    ExecArgs envp(rank_environment(options, local, port, threads, base_env));
+    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+    const bool piped = pipe2(out_pipe, O_CLOEXEC) == 0 && pipe2(err_pipe, O_CLOEXEC) == 0;
+    const pid_t pid = piped ? fork() : -1;
+    if (pid == 0) exec_rank(path, argv, envp, out_pipe[1], err_pipe[1], null_fd);
+    const int saved_errno = errno;
+    for (int* end : {&out_pipe[1], &err_pipe[1]}) close_fd(*end);  // the child's ends
+    if (pid < 0) {
+      for (int* end : {&out_pipe[0], &err_pipe[0]}) close_fd(*end);
+      signal_groups(ranks, SIGKILL);
+      for (auto& started : ranks) {
+        if (started.pid > 0) waitpid(started.pid, nullptr, 0);
+        close_fd(started.out.fd);
+        close_fd(started.err.fd);
+      }
+      close(null_fd);
+      throw Error(detail::concat("launch: could not start rank ", r.rank, ": ",
+                                 std::strerror(saved_errno)));
+    }
+    setpgid(pid, pid);  // also done by the child: whichever runs first, no race with kill()
+    r.pid = pid;
+    r.running = true;
+    r.out = {out_pipe[0], STDOUT_FILENO, {}};
+    r.err = {err_pipe[0], STDERR_FILENO, {}};
+  }
+  close(null_fd);
+  return ranks;
+}
+
+// The ranks' open output pipes, as poll() takes them, and whose each one is.
+struct OpenStreams {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<RankStream*, const RankProcess*>> owners;
+};
+
+// What the launcher does while the ranks run: reaps them, stops them all when one fails, the
+// job runs past --timeout or the launcher gets SIGINT/SIGTERM (SIGTERM, then SIGKILL after
+// --grace), and relays their output line by line until their pipes close.
+class Supervisor {
+ public:
+  Supervisor(std::vector<RankProcess> ranks, const LaunchOptions& options)
+      : ranks_(std::move(ranks)),
+        options_(options),
+        grace_(seconds(options.grace_seconds)),
+        job_deadline_(options.timeout_seconds > 0 ? Clock::now() + seconds(options.timeout_seconds)
+                                                  : kNever) {}
+
+  // Until every rank exited and its pipes are drained (or the drain time ran out).
+  void run() {
+    while (true) {
+      reap_exited();
+      take_signal();
+      const auto now = Clock::now();
+      enforce_deadlines(now);
+      OpenStreams open = open_streams();
+      if (!any_running() && drained(now, open.fds.empty())) break;
+      relay_ready(open);
+    }
+    for (auto& r : ranks_) {
+      for (RankStream* s : {&r.out, &r.err}) {
+        relay_lines(*s, detail::concat("[rank ", r.rank, "] "), true);
+        close_fd(s->fd);
+      }
+    }
+    if (reason_ != StopReason::kNone) signal_groups(ranks_, SIGKILL);  // stragglers
+  }
+
+  // The launcher's exit code; when the job was stopped, first a line on stderr saying why.
+  int finish() const {
+    const std::string stopped = others_running_at_stop_ ? "; stopped the other ranks" : "";
+    switch (reason_) {
+      case StopReason::kNone:
+        return 0;
+      case StopReason::kRankFailed:
+        write_all(STDERR_FILENO, detail::concat("zoff launch: rank ", failed_->rank, " ",
+                                                describe_exit(failed_->status), stopped, "\n"));
+        return 1;
+      case StopReason::kTimedOut:
+        write_all(STDERR_FILENO,
+                  detail::concat("zoff launch: the job ran past --timeout ",
+                                 options_.timeout_seconds, " s; stopped the ranks\n"));
+        return 124;
+      case StopReason::kInterrupted:
+        write_all(STDERR_FILENO, detail::concat("zoff launch: got ", signal_name(received_),
+                                                "; forwarded it to the ranks and stopped them\n"));
+        return 128 + received_;
+    }
+    return 1;
+  }
+
+ private:
+  bool any_running() const {
+    return std::any_of(ranks_.begin(), ranks_.end(), [](const auto& r) { return r.running; });
+  }
+
+  void begin_stop(StopReason why, int signo) {
+    reason_ = why;
+    others_running_at_stop_ = any_running();
+    signal_groups(ranks_, signo);
+    // A stopped rank (SIGSTOP, found by the heartbeat) acts on the signal only once continued.
+    if (signo == SIGTERM || signo == SIGINT) signal_groups(ranks_, SIGCONT);
+    kill_at_ = Clock::now() + grace_;
+  }
+
+  // Records ranks that exited; the first failure stops the others.
+  void reap_exited() {
+    for (auto& r : ranks_) {
+      if (!r.running) continue;
+      int status = 0;
+      if (waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
+      r.running = false;
+      r.status = status;
+      if (!succeeded(status) && reason_ == StopReason::kNone) {
+        failed_ = &r;
+        begin_stop(StopReason::kRankFailed, SIGTERM);
+      }
+    }
+  }
+
+  // A SIGINT/SIGTERM to the launcher stops the job; once stopping, later ones are forwarded.
+  void take_signal() {
+    const int signo = g_received_signal;
+    if (signo == 0) return;
+    g_received_signal = 0;
+    if (reason_ == StopReason::kNone) {
+      received_ = signo;
+      begin_stop(StopReason::kInterrupted, signo);
+    } else {
+      signal_groups(ranks_, signo);
+    }
+  }
+
+  void enforce_deadlines(Clock::time_point now) {
+    if (reason_ == StopReason::kNone && now >= job_deadline_) {
+      begin_stop(StopReason::kTimedOut, SIGTERM);
+    }
+    if (now >= kill_at_) {
+      signal_groups(ranks_, SIGKILL);
+      kill_at_ = kNever;
+    }
+  }
+
+  OpenStreams open_streams() {
+    OpenStreams open;
+    for (auto& r : ranks_) {
+      for (RankStream* s : {&r.out, &r.err}) {
+        if (s->fd < 0) continue;
+        open.fds.push_back({s->fd, POLLIN, 0});
+        open.owners.emplace_back(s, &r);
+      }
+    }
+    return open;
+  }
+
+  // After the last rank exited: whether to stop relaying. A rank's own children may keep its
+  // pipes open after it exited: they are waited for only so long (the grace period; briefly
+  // when the job is being stopped anyway).
+  bool drained(Clock::time_point now, bool no_open_streams) {
+    if (drain_until_ == kNever) {
+      drain_until_ = now + (reason_ == StopReason::kNone ? grace_ : std::chrono::milliseconds(500));
+    }
+    return no_open_streams || now >= drain_until_;
+  }
+
+  // Relays what the pipes have; children are reaped by polling, so it waits 20 ms at most.
+  void relay_ready(OpenStreams& open) {
+    const int ready = poll(open.fds.data(), open.fds.size(), 20);
+    if (ready <= 0) return;  // timeout or EINTR (a signal): look at everything again
+    for (size_t i = 0; i < open.fds.size(); ++i) {
+      if (open.fds[i].revents == 0) continue;
+      auto& [stream, rank] = open.owners[i];
+      const std::string prefix = detail::concat("[rank ", rank->rank, "] ");
+      const ssize_t n = ::read(stream->fd, buffer_.data(), buffer_.size());
+      if (n > 0) {
+        stream->pending.append(buffer_.data(), static_cast<size_t>(n));
+        relay_lines(*stream, prefix, false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        relay_lines(*stream, prefix, true);
+        close_fd(stream->fd);
+      }
+    }
+  }
+
+  std::vector<RankProcess> ranks_;
+  const LaunchOptions& options_;
+  const Clock::duration grace_;
+  const Clock::time_point job_deadline_;
+  StopReason reason_ = StopReason::kNone;
+  const RankProcess* failed_ = nullptr;  // the first rank that failed
+  int received_ = 0;                     // the signal that stopped the job
+  Clock::time_point kill_at_ = kNever;   // when the ranks still alive after SIGTERM get SIGKILL
+  Clock::time_point drain_until_ = kNever;
+  bool others_running_at_stop_ = false;
+  std::vector<char> buffer_ = std::vector<char>(64 * 1024);
+};
+
 }  // namespace
 
 void LaunchOptions::validate() const {
@@ -279,159 +497,10 @@ int launch(const LaunchOptions& options) {
   const int threads = options.threads_per_rank > 0
                           ? options.threads_per_rank
                           : std::max(1, available_cores() / options.nproc_per_node);
-  std::vector<std::string> base_env;
-  for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
-
   SignalScope signals;
-  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  ZOFF_CHECK(null_fd >= 0, "launch: cannot open /dev/null: ", std::strerror(errno));
-  std::vector<RankProcess> ranks(options.nproc_per_node);
-  for (int local = 0; local < options.nproc_per_node; ++local) {
-    RankProcess& r = ranks[local];
-    r.rank = options.node_rank * options.nproc_per_node + local;
-    ExecArgs argv(options.command);
-    ExecArgs envp(rank_environment(options, local, port, threads, base_env));
-    int out_pipe[2], err_pipe[2];
-    const bool piped = pipe2(out_pipe, O_CLOEXEC) == 0 && pipe2(err_pipe, O_CLOEXEC) == 0;
-    const pid_t pid = piped ? fork() : -1;
-    if (pid == 0) exec_rank(path, argv, envp, out_pipe[1], err_pipe[1], null_fd);
-    const int saved_errno = errno;
-    if (pid < 0) {
-      signal_groups(ranks, SIGKILL);
-      for (auto& started : ranks) {
-        if (started.pid > 0) waitpid(started.pid, nullptr, 0);
-        close_fd(started.out.fd);
-        close_fd(started.err.fd);
-      }
-      close(null_fd);
-      throw Error(detail::concat("launch: could not start rank ", r.rank, ": ",
-                                 std::strerror(saved_errno)));
-    }
-    setpgid(pid, pid);  // also done by the child: whichever runs first, no race with kill()
-    r.pid = pid;
-    r.running = true;
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    r.out = {out_pipe[0], STDOUT_FILENO, {}};
-    r.err = {err_pipe[0], STDERR_FILENO, {}};
-  }
-  close(null_fd);
-
-  const auto grace = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(options.grace_seconds));
-  const auto never = Clock::time_point::max();
-  const auto job_deadline =
-      options.timeout_seconds > 0
-          ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(options.timeout_seconds))
-          : never;
-  StopReason reason = StopReason::kNone;
-  const RankProcess* failed = nullptr;
-  int received = 0;
-  auto kill_at = never;      // when the ranks still alive after SIGTERM get SIGKILL
-  auto drain_until = never;  // after the last rank exited: how long its pipes may stay open
-  bool others_running_at_stop = false;
-  auto begin_stop = [&](StopReason why, int signo) {
-    reason = why;
-    others_running_at_stop =
-        std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.running; });
-    signal_groups(ranks, signo);
-    // A stopped rank (SIGSTOP, found by the heartbeat) acts on the signal only once continued.
-    if (signo == SIGTERM || signo == SIGINT) signal_groups(ranks, SIGCONT);
-    kill_at = Clock::now() + grace;
-  };
-
-  std::vector<char> buffer(64 * 1024);
-  while (true) {
-    for (auto& r : ranks) {
-      if (!r.running) continue;
-      int status = 0;
-      if (waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
-      r.running = false;
-      r.status = status;
-      if (!succeeded(status) && reason == StopReason::kNone) {
-        failed = &r;
-        begin_stop(StopReason::kRankFailed, SIGTERM);
-      }
-    }
-    if (const int signo = g_received_signal; signo != 0) {
-      g_received_signal = 0;
-      if (reason == StopReason::kNone) {
-        received = signo;
-        begin_stop(StopReason::kInterrupted, signo);
-      } else {
-        signal_groups(ranks, signo);
-      }
-    }
-    const auto now = Clock::now();
-    if (reason == StopReason::kNone && now >= job_deadline)
-      begin_stop(StopReason::kTimedOut, SIGTERM);
-    if (now >= kill_at) {
-      signal_groups(ranks, SIGKILL);
-      kill_at = never;
-    }
-    const bool any_running =
-        std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.running; });
-    std::vector<pollfd> fds;
-    std::vector<std::pair<RankStream*, const RankProcess*>> streams;
-    for (auto& r : ranks) {
-      for (RankStream* s : {&r.out, &r.err}) {
-        if (s->fd < 0) continue;
-        fds.push_back({s->fd, POLLIN, 0});
-        streams.emplace_back(s, &r);
-      }
-    }
-    if (!any_running) {
-      // A rank's own children may keep its pipes open after it exited: wait for them only so
-      // long (the grace period; briefly when the job is being stopped anyway).
-      if (drain_until == never) {
-        drain_until = now + (reason == StopReason::kNone ? grace : std::chrono::milliseconds(500));
-      }
-      if (fds.empty() || now >= drain_until) break;
-    }
-    // Children are reaped by polling, so wake up at least every 20 ms.
-    const int ready = poll(fds.data(), fds.size(), 20);
-    if (ready <= 0) continue;  // timeout or EINTR (a signal): look at everything again
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      auto& [stream, rank] = streams[i];
-      const std::string prefix = detail::concat("[rank ", rank->rank, "] ");
-      const ssize_t n = ::read(stream->fd, buffer.data(), buffer.size());
-      if (n > 0) {
-        stream->pending.append(buffer.data(), static_cast<size_t>(n));
-        relay_lines(*stream, prefix, false);
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        relay_lines(*stream, prefix, true);
-        close_fd(stream->fd);
-      }
-    }
-  }
-  for (auto& r : ranks) {
-    for (RankStream* s : {&r.out, &r.err}) {
-      relay_lines(*s, detail::concat("[rank ", r.rank, "] "), true);
-      close_fd(s->fd);
-    }
-  }
-  if (reason != StopReason::kNone) signal_groups(ranks, SIGKILL);  // stragglers in the groups
-
-  const std::string stopped = others_running_at_stop ? "; stopped the other ranks" : "";
-  switch (reason) {
-    case StopReason::kNone:
-      return 0;
-    case StopReason::kRankFailed:
-      write_all(STDERR_FILENO, detail::concat("zoff launch: rank ", failed->rank, " ",
-                                              describe_exit(failed->status), stopped, "\n"));
-      return 1;
-    case StopReason::kTimedOut:
-      write_all(STDERR_FILENO, detail::concat("zoff launch: the job ran past --timeout ",
-                                              options.timeout_seconds, " s; stopped the ranks\n"));
-      return 124;
-    case StopReason::kInterrupted:
-      write_all(STDERR_FILENO, detail::concat("zoff launch: got ", signal_name(received),
-                                              "; forwarded it to the ranks and stopped them\n"));
-      return 128 + received;
-  }
-  return 1;
+  Supervisor supervisor(start_ranks(options, path, port, threads), options);
+  supervisor.run();
+  return supervisor.finish();
 }
 
 }  // namespace zoff::dist
