@@ -9,6 +9,8 @@
 #include <functional>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "zoff/core/error.h"
@@ -119,6 +121,115 @@ std::function<void()> probe_step(const OptimizerBenchOptions& o, ThreadPool& poo
   };
 }
 
+// Phase 1: zoff's fused kernels and the streaming probe, interleaved (their ratio is the
+// point); then adamw and adam each by itself, and the OpenMP probe by itself, so that the two
+// are compared on equal terms (OptimizerBenchResult::alone). The OpenMP probe comes last:
+// libgomp's idle threads spin for milliseconds after a parallel region (OMP_WAIT_POLICY
+// unset) and would halve the speed of whatever zoff kernel ran next.
+void measure_fused(const OptimizerBenchOptions& o, ThreadPool& pool, float* pd, const float* gd,
+                   OptimizerBenchResult& result) {
+  std::map<std::string, std::unique_ptr<ShardOptimizer>> fused;
+  for (const char* type :
+       {"adamw", "adam", "sgd", "adagrad", "adamw_bf16_states", "adamw_int8_states"}) {
+    fused[type] =
+        make_shard_optimizer(bench_options(type), o.params, OptimizerBackend::kFused, o.threads);
+  }
+  std::vector<uint16_t> out16(o.params);
+  AlignedFloats m(o.params), v(o.params);  // the probe's own scratch state
+  fill_inputs(pool, m.data(), v.data(), o.params);
+  std::vector<Contestant> phase;
+  auto add = [&](std::map<std::string, double>& table, const char* name,
+                 std::function<void()> step) {
+    phase.push_back({&table, name, step});
+  };
+  add(result.zoff, "adamw",
+      optimizer_step(*fused["adamw"], "adamw", CopyOut::kNone, pd, gd, nullptr));
+  add(result.probe, "adam_fp32", probe_step(o, pool, pd, gd, m.data(), v.data(), nullptr));
+  add(result.zoff, "adamw_bf16_out",
+      optimizer_step(*fused["adamw"], "adamw", CopyOut::kBf16, pd, gd, out16.data()));
+  add(result.probe, "adam_bf16_out", probe_step(o, pool, pd, gd, m.data(), v.data(), out16.data()));
+  for (const char* type : {"adamw_bf16_states", "adamw_int8_states"}) {
+    add(result.zoff, type,
+        optimizer_step(*fused[type], type, CopyOut::kBf16, pd, gd, out16.data()));
+  }
+  for (const char* type : {"adam", "sgd", "adagrad"}) {
+    add(result.zoff, type, optimizer_step(*fused[type], type, CopyOut::kNone, pd, gd, nullptr));
+  }
+  measure_round_robin(o, phase);
+  for (const char* type : {"adamw", "adam"}) {
+    std::vector<Contestant> one{
+        {&result.alone, type, optimizer_step(*fused[type], type, CopyOut::kNone, pd, gd, nullptr)}};
+    measure_round_robin(o, one);
+  }
+  std::vector<Contestant> omp{{&result.probe, "adam_fp32_omp", [&o, pd, gd, &m, &v] {
+                                 openmp_stream_probe(pd, gd, m.data(), v.data(), o.params,
+                                                     o.threads);
+                               }}};
+  measure_round_robin(o, omp);
+}
+
+// Phase 2: LibTorch's optimizers on the same spans, with o.threads intra-op threads.
+void measure_libtorch(const OptimizerBenchOptions& o, float* pd, const float* gd,
+                      OptimizerBenchResult& result) {
+  const int torch_threads_before = torch::get_num_threads();
+  torch::set_num_threads(o.threads);
+  std::map<std::string, std::unique_ptr<ShardOptimizer>> reference;
+  std::vector<Contestant> phase;
+  for (const char* type : {"adamw", "adam", "sgd", "adagrad"}) {
+    reference[type] =
+        make_shard_optimizer(bench_options(type), o.params, OptimizerBackend::kTorch, o.threads);
+    phase.push_back({&result.torch, type,
+                     optimizer_step(*reference[type], type, CopyOut::kNone, pd, gd, nullptr)});
+  }
+  measure_round_robin(o, phase);
+  torch::set_num_threads(torch_threads_before);
+}
+
+// A row of the table: a zoff kernel, its LibTorch counterpart and its probe (nullptr: none),
+// and whether it is compared with the OpenMP probe (fp32 states, no copy-out) too.
+struct TableRow {
+  const char* kernel;
+  const char* torch;
+  const char* probe;
+  bool omp;
+};
+// Compressed-state rows compare with the fp32-state probe: the bound they try to beat by
+// moving fewer bytes.
+constexpr TableRow kTableRows[] = {{"adamw", "adamw", "adam_fp32", true},
+                                   {"adamw_bf16_out", nullptr, "adam_bf16_out", false},
+                                   {"adamw_bf16_states", nullptr, "adam_bf16_out", false},
+                                   {"adamw_int8_states", nullptr, "adam_bf16_out", false},
+                                   {"adam", "adam", "adam_fp32", true},
+                                   {"sgd", "sgd", nullptr, false},
+                                   {"adagrad", "adagrad", nullptr, false}};
+
+// "rate ratio" columns (G params/s, "x") of a zoff rate against another, or "-" "-".
+std::pair<std::string, std::string> rate_and_ratio(double zoff, const double* other) {
+  if (other == nullptr) return {"-", "-"};
+  char rate[32], ratio[32];
+  std::snprintf(rate, sizeof rate, "%.3f", *other / 1e9);
+  std::snprintf(ratio, sizeof ratio, "%.2fx", zoff / *other);
+  return {rate, ratio};
+}
+
+std::string table_row(const OptimizerBenchResult& r, const TableRow& row) {
+  const double z = r.zoff.at(row.kernel);
+  const double* torch = row.torch != nullptr ? &r.torch.at(row.torch) : nullptr;
+  const double* probe = row.probe != nullptr ? &r.probe.at(row.probe) : nullptr;
+  const double* omp = row.omp ? &r.probe.at("adam_fp32_omp") : nullptr;
+  const auto [torch_col, ratio_torch] = rate_and_ratio(z, torch);
+  const auto [probe_col, ratio_probe] = rate_and_ratio(z, probe);
+  // alone/omp: the kernel measured by itself, as the OpenMP probe was.
+  const auto [omp_col, ratio_omp] = rate_and_ratio(row.omp ? r.alone.at(row.kernel) : 0.0, omp);
+  const double bytes = kernel_bytes(row.kernel);
+  char line[256];
+  std::snprintf(line, sizeof line, "%-17s %12.3f %7.2f %8.1f %12s %11s %14s %12s %11s %11s %9s\n",
+                row.kernel, z / 1e9, bytes, z * bytes / 1e9, torch_col.c_str(), ratio_torch.c_str(),
+                row.probe ? row.probe : "-", probe_col.c_str(), ratio_probe.c_str(),
+                omp_col.c_str(), ratio_omp.c_str());
+  return line;
+}
+
 }  // namespace
 
 void validate_bench_options(const OptimizerBenchOptions& o) {
@@ -141,93 +252,14 @@ OptimizerBenchResult run_optimizer_bench(const OptimizerBenchOptions& o) {
 
   ThreadPool pool(o.threads);
   AlignedFloats p(o.params), g(o.params);
-  std::vector<uint16_t> out16(o.params);
   fill_inputs(pool, p.data(), g.data(), o.params);
-  float* pd = p.data();
-  const float* gd = g.data();
-
-  // Phase 1: zoff's fused kernels and the probe, interleaved (their ratio is the point).
-  {
-    std::map<std::string, std::unique_ptr<ShardOptimizer>> fused;
-    for (const char* type :
-         {"adamw", "adam", "sgd", "adagrad", "adamw_bf16_states", "adamw_int8_states"}) {
-      fused[type] =
-          make_shard_optimizer(bench_options(type), o.params, OptimizerBackend::kFused, o.threads);
-    }
-    AlignedFloats m(o.params), v(o.params);  // the probe's own scratch state
-    fill_inputs(pool, m.data(), v.data(), o.params);
-    std::vector<Contestant> phase;
-    auto add = [&](std::map<std::string, double>& table, const char* name,
-                   std::function<void()> step) {
-      phase.push_back({&table, name, step});
-    };
-    add(result.zoff, "adamw",
-        optimizer_step(*fused["adamw"], "adamw", CopyOut::kNone, pd, gd, nullptr));
-    add(result.probe, "adam_fp32", probe_step(o, pool, pd, gd, m.data(), v.data(), nullptr));
-    add(result.zoff, "adamw_bf16_out",
-        optimizer_step(*fused["adamw"], "adamw", CopyOut::kBf16, pd, gd, out16.data()));
-    add(result.probe, "adam_bf16_out",
-        probe_step(o, pool, pd, gd, m.data(), v.data(), out16.data()));
-    for (const char* type : {"adamw_bf16_states", "adamw_int8_states"}) {
-      add(result.zoff, type,
-          optimizer_step(*fused[type], type, CopyOut::kBf16, pd, gd, out16.data()));
-    }
-    for (const char* type : {"adam", "sgd", "adagrad"}) {
-      add(result.zoff, type, optimizer_step(*fused[type], type, CopyOut::kNone, pd, gd, nullptr));
-    }
-    measure_round_robin(o, phase);
-    // Phase 1b: adamw and adam each by itself, then the OpenMP probe by itself, so that the
-    // two are compared on equal terms (OptimizerBenchResult::alone). The probe comes last:
-    // libgomp's idle threads spin for milliseconds after a parallel region
-    // (OMP_WAIT_POLICY unset) and would halve the speed of whatever zoff kernel ran next.
-    for (const char* type : {"adamw", "adam"}) {
-      std::vector<Contestant> one{
-          {&result.alone, type,
-           optimizer_step(*fused[type], type, CopyOut::kNone, pd, gd, nullptr)}};
-      measure_round_robin(o, one);
-    }
-    std::vector<Contestant> omp{{&result.probe, "adam_fp32_omp", [&o, pd, gd, &m, &v] {
-                                   openmp_stream_probe(pd, gd, m.data(), v.data(), o.params,
-                                                       o.threads);
-                                 }}};
-    measure_round_robin(o, omp);
-  }
-
-  // Phase 2: LibTorch's optimizers on the same spans, with o.threads intra-op threads.
-  fill_inputs(pool, pd, g.data(), o.params);  // the probe scribbled on p
-  const int torch_threads_before = torch::get_num_threads();
-  torch::set_num_threads(o.threads);
-  {
-    std::map<std::string, std::unique_ptr<ShardOptimizer>> reference;
-    std::vector<Contestant> phase;
-    for (const char* type : {"adamw", "adam", "sgd", "adagrad"}) {
-      reference[type] =
-          make_shard_optimizer(bench_options(type), o.params, OptimizerBackend::kTorch, o.threads);
-      phase.push_back({&result.torch, type,
-                       optimizer_step(*reference[type], type, CopyOut::kNone, pd, gd, nullptr)});
-    }
-    measure_round_robin(o, phase);
-  }
-  torch::set_num_threads(torch_threads_before);
+  measure_fused(o, pool, p.data(), g.data(), result);
+  fill_inputs(pool, p.data(), g.data(), o.params);  // the probe scribbled on p
+  measure_libtorch(o, p.data(), g.data(), result);
   return result;
 }
 
 std::string format_bench_table(const OptimizerBenchResult& r, const std::string& command_line) {
-  struct Row {
-    const char* kernel;
-    const char* torch;  // nullptr: no LibTorch counterpart
-    const char* probe;  // nullptr: no probe to compare with
-    bool omp;           // compared with the OpenMP probe (fp32 states, no copy-out) too
-  };
-  // Compressed-state rows compare with the fp32-state probe: the bound they try to beat by
-  // moving fewer bytes.
-  const Row rows[] = {{"adamw", "adamw", "adam_fp32", true},
-                      {"adamw_bf16_out", nullptr, "adam_bf16_out", false},
-                      {"adamw_bf16_states", nullptr, "adam_bf16_out", false},
-                      {"adamw_int8_states", nullptr, "adam_bf16_out", false},
-                      {"adam", "adam", "adam_fp32", true},
-                      {"sgd", "sgd", nullptr, false},
-                      {"adagrad", "adagrad", nullptr, false}};
   std::ostringstream os;
   char line[256];
   os << "$ " << command_line << "\n";
@@ -240,40 +272,15 @@ std::string format_bench_table(const OptimizerBenchResult& r, const std::string&
                 "kernel", "zoff Gpar/s", "B/par", "GB/s", "torch Gpar/s", "zoff/torch", "probe",
                 "probe Gpar/s", "zoff/probe", "omp Gpar/s", "alone/omp");
   os << line;
-  for (const auto& row : rows) {
-    const double z = r.zoff.at(row.kernel);
-    std::string torch_col = "-", ratio_torch = "-", probe_col = "-", ratio_probe = "-";
-    std::string omp_col = "-", ratio_omp = "-";
-    char buf[64];
-    if (row.torch != nullptr) {
-      const double t = r.torch.at(row.torch);
-      std::snprintf(buf, sizeof buf, "%.3f", t / 1e9);
-      torch_col = buf;
-      std::snprintf(buf, sizeof buf, "%.2fx", z / t);
-      ratio_torch = buf;
-    }
-    if (row.probe != nullptr) {
-      const double pr = r.probe.at(row.probe);
-      std::snprintf(buf, sizeof buf, "%.3f", pr / 1e9);
-      probe_col = buf;
-      std::snprintf(buf, sizeof buf, "%.2fx", z / pr);
-      ratio_probe = buf;
-    }
-    if (row.omp) {
-      const double om = r.probe.at("adam_fp32_omp");
-      std::snprintf(buf, sizeof buf, "%.3f", om / 1e9);
-      omp_col = buf;
-      std::snprintf(buf, sizeof buf, "%.2fx", r.alone.at(row.kernel) / om);
-      ratio_omp = buf;
-    }
-    const double bytes = kernel_bytes(row.kernel);
-    std::snprintf(line, sizeof line, "%-17s %12.3f %7.2f %8.1f %12s %11s %14s %12s %11s %11s %9s\n",
-                  row.kernel, z / 1e9, bytes, z * bytes / 1e9, torch_col.c_str(),
-                  ratio_torch.c_str(), row.probe ? row.probe : "-", probe_col.c_str(),
-                  ratio_probe.c_str(), omp_col.c_str(), ratio_omp.c_str());
-    os << line;
-  }
-  os << "\nalone/omp: zoff's kernel and the OpenMP probe, each measured by itself (zoff alone:";
+  for (const auto& row : kTableRows) os << table_row(r, row);
+  // The compressed states against the fp32 states, both with the bf16 copy-out.
+  const double fp32 = r.zoff.at("adamw_bf16_out");
+  std::snprintf(line, sizeof line,
+                "\nstates vs fp32 states (AdamW, bf16 copy-out, same run): bf16 %.2fx, int8 "
+                "%.2fx\n",
+                r.zoff.at("adamw_bf16_states") / fp32, r.zoff.at("adamw_int8_states") / fp32);
+  os << line;
+  os << "alone/omp: zoff's kernel and the OpenMP probe, each measured by itself (zoff alone:";
   for (const auto& [name, rate] : r.alone) {
     std::snprintf(line, sizeof line, " %s %.3f", name.c_str(), rate / 1e9);
     os << line;

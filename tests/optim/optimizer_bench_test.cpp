@@ -60,9 +60,15 @@ TEST(OptimizerBench, MeasuresEveryKernelAndFormatsIt) {
   const auto table = format_bench_table(result, "zoff bench optim --params 100003");
   for (const char* word : {"zoff bench optim --params 100003", "adamw_bf16_out", "zoff/torch",
                            "zoff/probe", "alone/omp", "zoff alone: adam ", "adam_fp32", "adagrad",
-                           "adamw_bf16_states", "adamw_int8_states", "B/par", "22.00", "18.01"}) {
+                           "adamw_bf16_states", "adamw_int8_states", "B/par", "22.00", "18.01",
+                           "states vs fp32 states (AdamW, bf16 copy-out, same run): bf16 "}) {
     EXPECT_NE(table.find(word), std::string::npos) << word << "\n" << table;
   }
+  // The compressed states' ratio is the figure: the rates' quotient, printed.
+  char ratio[64];
+  std::snprintf(ratio, sizeof ratio, "int8 %.2fx",
+                result.zoff.at("adamw_int8_states") / result.zoff.at("adamw_bf16_out"));
+  EXPECT_NE(table.find(ratio), std::string::npos) << ratio << "\n" << table;
 }
 
 // The OpenMP probe touches every element of every stream once, tail included: it adds g to
