@@ -492,74 +492,103 @@ bool has_checkpoint(const std::string& dir_or_root) {
   }
 }
 
+namespace {
+
+// The meta file's identity: zoff's format, its checksum over the contents in file order, and
+// the format version this zoff reads.
+void check_meta_identity(const nlohmann::json& j, const std::string& text, const std::string& path,
+                         CheckpointInfo* info) {
+  ZOFF_CHECK_ARG(j.at("format").get<std::string>() == "zoff-checkpoint", path,
+                 ": not a zoff checkpoint");
+  ZOFF_CHECK_ARG(j.contains("meta_crc32"), path, ": no meta_crc32 checksum (an older zoff?)");
+  const uint32_t crc = meta_checksum(ojson::parse(text));  // in file order
+  ZOFF_CHECK_ARG(j.at("meta_crc32").get<uint32_t>() == crc, path,
+                 ": checksum mismatch (meta_crc32 ", j.at("meta_crc32").get<uint32_t>(),
+                 ", contents ", crc, "): the file was changed after it was saved");
+  info->format_version = j.at("format_version").get<int>();
+  ZOFF_CHECK_ARG(info->format_version == kCheckpointFormatVersion, path, ": format version ",
+                 info->format_version, ", this zoff reads version ", kCheckpointFormatVersion);
+}
+
+// The step counters and the fp16 loss scaler's state.
+void read_progress(const nlohmann::json& j, CheckpointInfo* info) {
+  info->step = j.at("step").get<int64_t>();
+  info->applied_steps = j.at("applied_steps").get<int64_t>();
+  if (j.contains("loss_scaler")) {
+    const auto& ls = j.at("loss_scaler");
+    info->loss_scale = ls.at("scale").get<double>();
+    info->loss_scale_hysteresis_left = ls.at("hysteresis_left").get<int>();
+    info->loss_scale_clean_steps = ls.at("clean_steps").get<int64_t>();
+  }
+}
+
+// "optimizer": its type, its states' names and how each is stored (fp32 before state dtypes).
+void read_optimizer_meta(const nlohmann::json& o, const std::string& path, CheckpointInfo* info) {
+  info->optimizer_type = o.at("type").get<std::string>();
+  info->state_names = o.at("state_names").get<std::vector<std::string>>();
+  info->state_dtype = o.value("state_dtype", std::string("fp32"));
+  info->state_dtypes =
+      o.value("state_dtypes", std::vector<std::string>(info->state_names.size(), "F32"));
+  ZOFF_CHECK_ARG(info->state_dtypes.size() == info->state_names.size(), path,
+                 ": optimizer.state_dtypes does not match state_names");
+  check_int8_map(o, info->state_dtypes, path);
+}
+
+// The rank files: one per rank, named in rank order, with their sizes and checksums.
+void read_rank_files(const nlohmann::json& files, const std::string& path, CheckpointInfo* info) {
+  for (const auto& f : files) {
+    info->files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<uint64_t>(),
+                           f.at("crc32").get<uint32_t>()});
+  }
+  ZOFF_CHECK_ARG(info->files.size() == static_cast<size_t>(info->world_size), path, ": lists ",
+                 info->files.size(), " rank files for world size ", info->world_size);
+  for (size_t r = 0; r < info->files.size(); ++r) {
+    ZOFF_CHECK_ARG(info->files[r].name == rank_file_name(static_cast<int>(r)), path, ": file ", r,
+                   " is named '", info->files[r].name, "'");
+  }
+}
+
+void read_meta(const nlohmann::json& j, const std::string& text, const std::string& path,
+               CheckpointInfo* info) {
+  check_meta_identity(j, text, path, info);
+  read_progress(j, info);
+  info->world_size = j.at("world_size").get<int>();
+  info->zero_stage = j.at("zero_stage").get<int>();
+  info->model = j.at("model").get<std::string>();
+  info->preset = j.at("preset").get<std::string>();
+  info->context = j.value("context", int64_t{0});
+  info->seed = j.at("seed").get<uint64_t>();
+  read_optimizer_meta(j.at("optimizer"), path, info);
+  info->train_batch_size = j.at("data").at("train_batch_size").get<int64_t>();
+  read_layout(j.at("layout"), path, info);
+  info->replicated = replicated_from_json(j.at("replicated"), path);
+  for (const auto& [name, first] : j.at("aliases").items()) {
+    info->aliases.emplace_back(name, first.get<std::string>());
+  }
+  info->rng_state = from_hex(j.at("torch_rng_state").get<std::string>(), path);
+  ZOFF_CHECK_ARG(info->world_size >= 1 && info->padded_numel % info->world_size == 0, path,
+                 ": world_size ", info->world_size, " does not divide padded_numel ",
+                 info->padded_numel);
+  read_rank_files(j.at("files"), path, info);
+  if (j.contains("config") && !j.at("config").is_null()) {
+    info->config_text =
+        j.at("config").is_string() ? j.at("config").get<std::string>() : j.at("config").dump();
+  }
+}
+
+}  // namespace
+
 CheckpointInfo read_checkpoint_info(const std::string& dir_or_root) {
   CheckpointInfo info;
   info.dir = resolve_checkpoint_dir(dir_or_root);
   const std::string path = join(info.dir, kMetaFileName);
   const std::string text = read_text_file(path);
   try {
-    const auto j = nlohmann::json::parse(text);
-    ZOFF_CHECK_ARG(j.at("format").get<std::string>() == "zoff-checkpoint", path,
-                   ": not a zoff checkpoint");
-    ZOFF_CHECK_ARG(j.contains("meta_crc32"), path, ": no meta_crc32 checksum (an older zoff?)");
-    const uint32_t crc = meta_checksum(ojson::parse(text));  // in file order
-    ZOFF_CHECK_ARG(j.at("meta_crc32").get<uint32_t>() == crc, path,
-                   ": checksum mismatch (meta_crc32 ", j.at("meta_crc32").get<uint32_t>(),
-                   ", contents ", crc, "): the file was changed after it was saved");
-    info.format_version = j.at("format_version").get<int>();
-    ZOFF_CHECK_ARG(info.format_version == kCheckpointFormatVersion, path, ": format version ",
-                   info.format_version, ", this zoff reads version ", kCheckpointFormatVersion);
-    info.step = j.at("step").get<int64_t>();
-    info.applied_steps = j.at("applied_steps").get<int64_t>();
-    if (j.contains("loss_scaler")) {
-      const auto& ls = j.at("loss_scaler");
-      info.loss_scale = ls.at("scale").get<double>();
-      info.loss_scale_hysteresis_left = ls.at("hysteresis_left").get<int>();
-      info.loss_scale_clean_steps = ls.at("clean_steps").get<int64_t>();
-    }
-    info.world_size = j.at("world_size").get<int>();
-    info.zero_stage = j.at("zero_stage").get<int>();
-    info.model = j.at("model").get<std::string>();
-    info.preset = j.at("preset").get<std::string>();
-    info.context = j.value("context", int64_t{0});
-    info.seed = j.at("seed").get<uint64_t>();
-    info.optimizer_type = j.at("optimizer").at("type").get<std::string>();
-    info.state_names = j.at("optimizer").at("state_names").get<std::vector<std::string>>();
-    info.state_dtype = j.at("optimizer").value("state_dtype", std::string("fp32"));
-    info.state_dtypes =
-        j.at("optimizer")
-            .value("state_dtypes", std::vector<std::string>(info.state_names.size(), "F32"));
-    ZOFF_CHECK_ARG(info.state_dtypes.size() == info.state_names.size(), path,
-                   ": optimizer.state_dtypes does not match state_names");
-    check_int8_map(j.at("optimizer"), info.state_dtypes, path);
-    info.train_batch_size = j.at("data").at("train_batch_size").get<int64_t>();
-    read_layout(j.at("layout"), path, &info);
-    info.replicated = replicated_from_json(j.at("replicated"), path);
-    for (const auto& [name, first] : j.at("aliases").items()) {
-      info.aliases.emplace_back(name, first.get<std::string>());
-    }
-    info.rng_state = from_hex(j.at("torch_rng_state").get<std::string>(), path);
-    for (const auto& f : j.at("files")) {
-      info.files.push_back({f.at("name").get<std::string>(), f.at("bytes").get<uint64_t>(),
-                            f.at("crc32").get<uint32_t>()});
-    }
-    if (j.contains("config") && !j.at("config").is_null()) {
-      info.config_text =
-          j.at("config").is_string() ? j.at("config").get<std::string>() : j.at("config").dump();
-    }
+    read_meta(nlohmann::json::parse(text), text, path, &info);
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(detail::concat(path, ": corrupt: ", e.what()));
   }
-  ZOFF_CHECK_ARG(info.world_size >= 1 && info.padded_numel % info.world_size == 0, path,
-                 ": world_size ", info.world_size, " does not divide padded_numel ",
-                 info.padded_numel);
   check_regions(info, path);
-  ZOFF_CHECK_ARG(info.files.size() == static_cast<size_t>(info.world_size), path, ": lists ",
-                 info.files.size(), " rank files for world size ", info.world_size);
-  for (size_t r = 0; r < info.files.size(); ++r) {
-    ZOFF_CHECK_ARG(info.files[r].name == rank_file_name(static_cast<int>(r)), path, ": file ", r,
-                   " is named '", info.files[r].name, "'");
-  }
   return info;
 }
 
