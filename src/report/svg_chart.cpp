@@ -201,25 +201,95 @@ std::string format_value(double v, ValueFormat format) {
   return fmt("%.4g", v);
 }
 
-std::string render_line_chart(const LineChart& c, int width, int height) {
+namespace {
+
+// The finite data's extent over every series; [0, 1] x [0, 1] when there is none.
+struct DataRange {
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin;
   double ymin = xmin, ymax = -xmin;
+  bool empty = false;
+};
+
+DataRange data_range(const LineChart& c) {
+  DataRange r;
   for (const LineSeries& s : c.series) {
     for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
       if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
-      xmin = std::min(xmin, s.x[i]);
-      xmax = std::max(xmax, s.x[i]);
-      ymin = std::min(ymin, s.y[i]);
-      ymax = std::max(ymax, s.y[i]);
+      r.xmin = std::min(r.xmin, s.x[i]);
+      r.xmax = std::max(r.xmax, s.x[i]);
+      r.ymin = std::min(r.ymin, s.y[i]);
+      r.ymax = std::max(r.ymax, s.y[i]);
     }
   }
-  const bool empty = !(xmax >= xmin);
-  if (empty) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
+  r.empty = !(r.xmax >= r.xmin);
+  if (r.empty) r.xmin = 0, r.xmax = 1, r.ymin = 0, r.ymax = 1;
   if (c.y_from_zero) {
-    ymin = std::min(ymin, 0.0);
-    ymax = std::max(ymax, 0.0) * 1.05;  // headroom: a flat line at the max stays off the frame
+    r.ymin = std::min(r.ymin, 0.0);
+    r.ymax = std::max(r.ymax, 0.0) * 1.05;  // headroom: a flat line at the max stays off the frame
   }
+  return r;
+}
 
+// The plot area in pixels and its axes: data coordinates to SVG ones.
+struct PlotFrame {
+  int left, right, top, bottom;
+  Axis ax, ay;
+  double px(double x) const { return left + (x - ax.lo) / (ax.hi - ax.lo) * (right - left); }
+  double py(double y) const { return bottom - (y - ay.lo) / (ay.hi - ay.lo) * (bottom - top); }
+};
+
+// The x axis's ticks and labels, and its title at the foot of the chart.
+void x_axis(std::ostringstream& os, const PlotFrame& f, const std::string& x_label, int height) {
+  const int xticks = static_cast<int>(std::round((f.ax.hi - f.ax.lo) / f.ax.step));
+  for (int i = 0; i <= xticks; ++i) {
+    const double v = f.ax.lo + i * f.ax.step;
+    os << "<line x1=\"" << fmt("%.1f", f.px(v)) << "\" y1=\"" << f.bottom << "\" x2=\""
+       << fmt("%.1f", f.px(v)) << "\" y2=\"" << f.bottom + 4 << "\" class=\"axis\"/>"
+       << "<text x=\"" << fmt("%.1f", f.px(v)) << "\" y=\"" << f.bottom + 17
+       << "\" class=\"tick\" text-anchor=\"middle\">"
+       << xml_escape(tick_label(v, f.ax.step, ValueFormat::kPlain)) << "</text>";
+  }
+  os << "<text x=\"" << (f.left + f.right) / 2 << "\" y=\"" << height - 8
+     << "\" class=\"axis-label\" text-anchor=\"middle\">" << xml_escape(x_label) << "</text>";
+}
+
+// One series: a polyline per run of finite values (NaN, a missing or diverged value, leaves a
+// gap), and a marker with a tooltip per point when asked.
+void series_svg(std::ostringstream& os, const LineSeries& s, const PlotFrame& f,
+                ValueFormat y_format) {
+  std::vector<double> xs, ys;
+  decimate(s.x, s.y, xs, ys);
+  os << "<g class=\"series\" data-name=\"" << xml_escape(s.name) << "\"><title>"
+     << xml_escape(s.name) << "</title>";
+  std::string points;
+  auto flush = [&] {
+    if (!points.empty()) {
+      os << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.8\""
+         << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << " points=\"" << points << "\"/>";
+    }
+    points.clear();
+  };
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!std::isfinite(xs[i]) || !std::isfinite(ys[i])) {
+      flush();
+      continue;
+    }
+    points += fmt("%.1f", f.px(xs[i])) + "," + fmt("%.1f", f.py(ys[i])) + " ";
+    if (s.markers) {
+      os << "<circle cx=\"" << fmt("%.1f", f.px(xs[i])) << "\" cy=\"" << fmt("%.1f", f.py(ys[i]))
+         << "\" r=\"3.5\" fill=\"" << s.color << "\"><title>" << xml_escape(s.name) << " @ "
+         << fmt("%.0f", xs[i]) << ": " << xml_escape(format_value(ys[i], y_format))
+         << "</title></circle>";
+    }
+  }
+  flush();
+  os << "</g>";
+}
+
+}  // namespace
+
+std::string render_line_chart(const LineChart& c, int width, int height) {
+  const DataRange range = data_range(c);
   std::ostringstream os;
   header(os, c.id, c.title, width, height);
   std::vector<std::pair<std::string, std::string>> items;
@@ -227,61 +297,20 @@ std::string render_line_chart(const LineChart& c, int width, int height) {
   // Lay out the legend first to know where the plot starts.
   std::ostringstream legend_svg;
   const int rows = legend(legend_svg, items, kMarginLeft, kTitleHeight + 14, width - 10, false);
-  const int top = kTitleHeight + 10 + rows * kLegendRowHeight;
-  const int bottom = height - kMarginBottom, left = kMarginLeft, right = width - kMarginRight;
   os << legend_svg.str();
-
-  const Axis ay = nice_axis(ymin, ymax, 6);
-  const Axis ax = nice_axis(xmin, xmax, 7);
-  y_axis(os, ay, c.y_format, top, bottom, left, right, c.y_label);
-  auto px = [&](double x) { return left + (x - ax.lo) / (ax.hi - ax.lo) * (right - left); };
-  auto py = [&](double y) { return bottom - (y - ay.lo) / (ay.hi - ay.lo) * (bottom - top); };
-  const int xticks = static_cast<int>(std::round((ax.hi - ax.lo) / ax.step));
-  for (int i = 0; i <= xticks; ++i) {
-    const double v = ax.lo + i * ax.step;
-    os << "<line x1=\"" << fmt("%.1f", px(v)) << "\" y1=\"" << bottom << "\" x2=\""
-       << fmt("%.1f", px(v)) << "\" y2=\"" << bottom + 4 << "\" class=\"axis\"/>"
-       << "<text x=\"" << fmt("%.1f", px(v)) << "\" y=\"" << bottom + 17
-       << "\" class=\"tick\" text-anchor=\"middle\">"
-       << xml_escape(tick_label(v, ax.step, ValueFormat::kPlain)) << "</text>";
-  }
-  os << "<text x=\"" << (left + right) / 2 << "\" y=\"" << height - 8
-     << "\" class=\"axis-label\" text-anchor=\"middle\">" << xml_escape(c.x_label) << "</text>";
-  if (empty) {
-    os << "<text x=\"" << (left + right) / 2 << "\" y=\"" << (top + bottom) / 2
+  const PlotFrame f{kMarginLeft,
+                    width - kMarginRight,
+                    kTitleHeight + 10 + rows * kLegendRowHeight,
+                    height - kMarginBottom,
+                    nice_axis(range.xmin, range.xmax, 7),
+                    nice_axis(range.ymin, range.ymax, 6)};
+  y_axis(os, f.ay, c.y_format, f.top, f.bottom, f.left, f.right, c.y_label);
+  x_axis(os, f, c.x_label, height);
+  if (range.empty) {
+    os << "<text x=\"" << (f.left + f.right) / 2 << "\" y=\"" << (f.top + f.bottom) / 2
        << "\" class=\"tick\" text-anchor=\"middle\">no data</text>";
   }
-
-  for (const LineSeries& s : c.series) {
-    std::vector<double> xs, ys;
-    decimate(s.x, s.y, xs, ys);
-    os << "<g class=\"series\" data-name=\"" << xml_escape(s.name) << "\"><title>"
-       << xml_escape(s.name) << "</title>";
-    // A polyline per run of finite values: NaN (a missing or diverged value) leaves a gap.
-    std::string points;
-    auto flush = [&] {
-      if (!points.empty()) {
-        os << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.8\""
-           << (s.dashed ? " stroke-dasharray=\"6 4\"" : "") << " points=\"" << points << "\"/>";
-      }
-      points.clear();
-    };
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (!std::isfinite(xs[i]) || !std::isfinite(ys[i])) {
-        flush();
-        continue;
-      }
-      points += fmt("%.1f", px(xs[i])) + "," + fmt("%.1f", py(ys[i])) + " ";
-      if (s.markers) {
-        os << "<circle cx=\"" << fmt("%.1f", px(xs[i])) << "\" cy=\"" << fmt("%.1f", py(ys[i]))
-           << "\" r=\"3.5\" fill=\"" << s.color << "\"><title>" << xml_escape(s.name) << " @ "
-           << fmt("%.0f", xs[i]) << ": " << xml_escape(format_value(ys[i], c.y_format))
-           << "</title></circle>";
-      }
-    }
-    flush();
-    os << "</g>";
-  }
+  for (const LineSeries& s : c.series) series_svg(os, s, f, c.y_format);
   os << "</svg>";
   return os.str();
 }
