@@ -119,10 +119,65 @@ uint32_t meta_checksum(ojson j) {
       ::crc32(0, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
 }
 
+// meta.json's "optimizer": type, state dtype, and each state's name and stored dtype.
+ojson optimizer_json(const optim::OptimizerOptions& optimizer,
+                     const std::vector<engine::StateSection>& states) {
+  std::vector<std::string> names, dtypes;
+  for (const auto& sec : states) {
+    names.push_back(sec.name);
+    dtypes.push_back(sec.dtype);
+  }
+  ojson o = {{"type", optimizer.type},
+             {"state_dtype", optimizer.state_dtype},
+             {"state_names", names},
+             {"state_dtypes", dtypes}};
+  // Which int8 map the codes are in (state_dtype.h): a reader with another one refuses them.
+  if (has_int8_codes(dtypes)) o["int8_map"] = optim::kInt8MapName;
+  return o;
+}
+
+// meta.json's "layout": sizes, units, regions and every parameter's slot in the flat buffer.
+ojson layout_json(const partition::ModelLayout& layout) {
+  ojson slots = ojson::array();
+  for (const auto& s : layout.slots()) {
+    slots.push_back({{"name", s.name},
+                     {"offset", s.offset},
+                     {"numel", s.numel},
+                     {"shape", s.shape},
+                     {"module_index", s.module_index}});
+  }
+  ojson regions = ojson::array();
+  for (const auto& r : layout.regions()) {
+    regions.push_back({{"offset", r.offset},
+                       {"padded_numel", r.padded_numel},
+                       {"shard_size", r.shard_size},
+                       {"shard_offset", r.shard_offset}});
+  }
+  ojson units = ojson::array();
+  for (const auto& u : layout.units()) units.push_back(u.name);
+  return {{"numel", layout.numel()},
+          {"padded_numel", layout.padded_numel()},
+          {"shard_size", layout.shard_size()},
+          {"units", units},
+          {"regions", regions},
+          {"slots", slots}};
+}
+
+// meta.json's "files": each rank file's name, size and checksum, in rank order.
+ojson files_json(const std::vector<RankFileEntry>& files) {
+  ojson fj = ojson::array();
+  for (size_t r = 0; r < files.size(); ++r) {
+    fj.push_back({{"name", files[r].name},
+                  {"rank", r},
+                  {"bytes", files[r].bytes},
+                  {"crc32", files[r].crc32}});
+  }
+  return fj;
+}
+
 std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInfo& run,
                            const std::vector<engine::StateSection>& states,
                            const std::vector<RankFileEntry>& files) {
-  const auto& layout = engine.layout();
   const auto& cfg = engine.config();
   ojson j;
   j["format"] = "zoff-checkpoint";
@@ -141,58 +196,19 @@ std::string meta_json_text(const engine::ZeroEngine& engine, const CheckpointInf
   j["preset"] = run.preset;
   if (run.context != 0) j["context"] = run.context;  // absent: the preset's (older files too)
   j["seed"] = run.seed;
-  std::vector<std::string> names, dtypes;
-  for (const auto& sec : states) {
-    names.push_back(sec.name);
-    dtypes.push_back(sec.dtype);
-  }
-  j["optimizer"] = {{"type", cfg.optimizer.type},
-                    {"state_dtype", cfg.optimizer.state_dtype},
-                    {"state_names", names},
-                    {"state_dtypes", dtypes}};
-  // Which int8 map the codes are in (state_dtype.h): a reader with another one refuses them.
-  if (has_int8_codes(dtypes)) j["optimizer"]["int8_map"] = optim::kInt8MapName;
+  j["optimizer"] = optimizer_json(cfg.optimizer, states);
   // The data sampler is a pure function of (seed, step): the step is the data position.
   j["data"] = {{"seed", run.seed},
                {"step", engine.global_step()},
                {"train_batch_size", cfg.train_batch_size},
                {"samples_seen", engine.global_step() * cfg.train_batch_size}};
-  ojson slots = ojson::array();
-  for (const auto& s : layout.slots()) {
-    slots.push_back({{"name", s.name},
-                     {"offset", s.offset},
-                     {"numel", s.numel},
-                     {"shape", s.shape},
-                     {"module_index", s.module_index}});
-  }
-  ojson regions = ojson::array();
-  for (const auto& r : layout.regions()) {
-    regions.push_back({{"offset", r.offset},
-                       {"padded_numel", r.padded_numel},
-                       {"shard_size", r.shard_size},
-                       {"shard_offset", r.shard_offset}});
-  }
-  ojson units = ojson::array();
-  for (const auto& u : layout.units()) units.push_back(u.name);
-  j["layout"] = {{"numel", layout.numel()},
-                 {"padded_numel", layout.padded_numel()},
-                 {"shard_size", layout.shard_size()},
-                 {"units", units},
-                 {"regions", regions},
-                 {"slots", slots}};
+  j["layout"] = layout_json(engine.layout());
   j["replicated"] = replicated_to_json(replicated_entries(engine));
   ojson aliases = ojson::object();
   for (const auto& [name, first] : engine.aliases()) aliases[name] = first;
   j["aliases"] = aliases;
   j["torch_rng_state"] = to_hex(torch_rng_state());
-  ojson fj = ojson::array();
-  for (size_t r = 0; r < files.size(); ++r) {
-    fj.push_back({{"name", files[r].name},
-                  {"rank", r},
-                  {"bytes", files[r].bytes},
-                  {"crc32", files[r].crc32}});
-  }
-  j["files"] = fj;
+  j["files"] = files_json(files);
   // Normalized, not the file as given: every key at the value the engine ran with, and a
   // size bounded whatever the user's file held (a 50 MB config once made an 85 MB meta.json).
   j["config"] = ojson::parse(config::normalized_config_json(cfg));
