@@ -29,9 +29,8 @@ CLI::Validator whole_number_text(Int min) {
       "INT");
 }
 
-void add_train(CLI::App& root, int& exit_code) {
-  auto opts = std::make_shared<zoff::train::TrainOptions>();
-  auto* cmd = root.add_subcommand("train", "train an example model (mlp, gpt, cnn) with zoff");
+// What to train: the model, its size, the config, the data and the seed.
+void add_model_options(CLI::App* cmd, zoff::train::TrainOptions* opts) {
   cmd->add_option("--model", opts->model, std::string("model: ") + zoff::train::kTaskModels)
       ->capture_default_str();
   cmd->add_option("--preset", opts->preset,
@@ -53,6 +52,10 @@ void add_train(CLI::App& root, int& exit_code) {
   cmd->add_option("--seed", opts->seed, "seed for weights and data order")
       ->check(whole_number_text<uint64_t>(0))
       ->capture_default_str();
+}
+
+// How to run: logging, the baseline, the optimizer backend, threads, evaluation, timeouts.
+void add_run_options(CLI::App* cmd, zoff::train::TrainOptions* opts) {
   cmd->add_option("--log", opts->log_path, "write one JSON object per step to this file");
   cmd->add_flag("--reference", opts->reference,
                 "train with plain LibTorch (no zoff engine, world size 1) as a baseline");
@@ -73,6 +76,10 @@ void add_train(CLI::App& root, int& exit_code) {
                   "the run fails naming it (several ranks; 0 = off)")
       ->check(whole_number_text<int64_t>(0))
       ->capture_default_str();
+}
+
+// What to write: a sample, the trained model, checkpoints (and where to start from), profiles.
+void add_output_options(CLI::App* cmd, zoff::train::TrainOptions* opts) {
   cmd->add_option("--sample", opts->sample_prompt,
                   "gpt: generate text from this prompt at the end");
   cmd->add_option("--sample-tokens", opts->sample_tokens, "gpt: bytes to generate")
@@ -94,6 +101,14 @@ void add_train(CLI::App& root, int& exit_code) {
   cmd->add_option("--profile-steps", opts->profile_steps, "steps --profile covers")
       ->check(whole_number_text<int64_t>(1))
       ->capture_default_str();
+}
+
+void add_train(CLI::App& root, int& exit_code) {
+  auto opts = std::make_shared<zoff::train::TrainOptions>();
+  auto* cmd = root.add_subcommand("train", "train an example model (mlp, gpt, cnn) with zoff");
+  add_model_options(cmd, opts.get());
+  add_run_options(cmd, opts.get());
+  add_output_options(cmd, opts.get());
   cmd->callback([opts, &exit_code] {
     auto summary = zoff::train::run_training(*opts);
     if (!summary.sample.empty()) {
