@@ -299,39 +299,65 @@ void write_atomically(const std::string& path, const std::string& content) {
 
 }  // namespace
 
-std::string render_html_report(const std::vector<RunLog>& input) {
-  ZOFF_CHECK_ARG(!input.empty(), "report: no runs given");
-  // Legends need distinct names: a.jsonl from two directories becomes "a" and "a (2)".
+namespace {
+
+// Legends need distinct names: a.jsonl from two directories becomes "a" and "a (2)".
+std::vector<RunLog> with_distinct_names(const std::vector<RunLog>& input) {
   std::vector<RunLog> runs = input;
   std::map<std::string, int> seen;
   for (RunLog& r : runs) {
     if (++seen[r.name] > 1) r.name += " (" + std::to_string(seen[r.name]) + ")";
   }
+  return runs;
+}
 
-  LineChart loss;
-  loss.id = "chart-loss";
-  loss.title = "Training loss";
-  loss.x_label = "optimizer step";
-  loss.y_label = "loss";
+// A chart of one per-step field of every run against the optimizer step.
+LineChart step_chart(const std::vector<RunLog>& runs, const char* id, const char* title,
+                     const char* y_label, bool from_zero, double LogStep::*field) {
+  LineChart c;
+  c.id = id;
+  c.title = title;
+  c.x_label = "optimizer step";
+  c.y_label = y_label;
+  c.y_from_zero = from_zero;
   for (size_t r = 0; r < runs.size(); ++r) {
-    loss.series.push_back(series_of(runs[r], r, [](const LogStep& s) { return s.loss; }));
+    c.series.push_back(series_of(runs[r], r, [field](const LogStep& s) { return s.*field; }));
   }
-  std::vector<LineChart> evals = eval_charts(runs, loss);
+  return c;
+}
 
-  auto make = [&](const char* id, const char* title, const char* y_label, bool from_zero,
-                  double LogStep::*field) {
-    LineChart c;
-    c.id = id;
-    c.title = title;
-    c.x_label = "optimizer step";
-    c.y_label = y_label;
-    c.y_from_zero = from_zero;
-    for (size_t r = 0; r < runs.size(); ++r) {
-      c.series.push_back(series_of(runs[r], r, [field](const LogStep& s) { return s.*field; }));
-    }
-    return c;
+// Every chart of the report, as SVG, in page order; a field no run logged gets no chart.
+std::vector<std::string> chart_svgs(const std::vector<RunLog>& runs) {
+  LineChart loss = step_chart(runs, "chart-loss", "Training loss", "loss", false, &LogStep::loss);
+  // Adds the eval losses to `loss` as dashed series, and returns the other eval metrics' charts.
+  const std::vector<LineChart> evals = eval_charts(runs, loss);
+  std::vector<std::string> svgs;
+  auto line = [&](const LineChart& c) {
+    svgs.push_back(render_line_chart(c, kChartWidth, kChartHeight));
   };
+  line(loss);
+  line(step_chart(runs, "chart-lr", "Learning rate", "lr", true, &LogStep::lr));
+  line(step_chart(runs, "chart-throughput", "Throughput", "samples / s", true,
+                  &LogStep::samples_per_s));
+  if (any_finite(runs, [](const LogStep& s) { return s.tokens_per_s; })) {
+    line(step_chart(runs, "chart-tokens", "Token throughput", "tokens / s", true,
+                    &LogStep::tokens_per_s));
+  }
+  if (any_finite(runs, [](const LogStep& s) { return s.grad_norm; })) {
+    line(step_chart(runs, "chart-grad-norm", "Gradient norm", "grad norm", true,
+                    &LogStep::grad_norm));
+  }
+  svgs.push_back(render_stacked_bar_chart(memory_bars(runs), kChartWidth, kChartHeight));
+  line(memory_over_steps(runs));
+  for (const LineChart& c : evals) line(c);
+  return svgs;
+}
 
+}  // namespace
+
+std::string render_html_report(const std::vector<RunLog>& input) {
+  ZOFF_CHECK_ARG(!input.empty(), "report: no runs given");
+  const std::vector<RunLog> runs = with_distinct_names(input);
   std::ostringstream os;
   os << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
      << "<title>zoff training report</title><style>" << kStyle << "</style></head><body>"
@@ -342,26 +368,7 @@ std::string render_html_report(const std::vector<RunLog>& input) {
   os << "</p>";
   summary_table(os, runs);
   os << "<div class=\"charts\">";
-  auto card = [&](const std::string& svg) { os << "<div class=\"card\">" << svg << "</div>"; };
-  card(render_line_chart(loss, kChartWidth, kChartHeight));
-  card(render_line_chart(make("chart-lr", "Learning rate", "lr", true, &LogStep::lr), kChartWidth,
-                         kChartHeight));
-  card(render_line_chart(
-      make("chart-throughput", "Throughput", "samples / s", true, &LogStep::samples_per_s),
-      kChartWidth, kChartHeight));
-  if (any_finite(runs, [](const LogStep& s) { return s.tokens_per_s; })) {
-    card(render_line_chart(
-        make("chart-tokens", "Token throughput", "tokens / s", true, &LogStep::tokens_per_s),
-        kChartWidth, kChartHeight));
-  }
-  if (any_finite(runs, [](const LogStep& s) { return s.grad_norm; })) {
-    card(render_line_chart(
-        make("chart-grad-norm", "Gradient norm", "grad norm", true, &LogStep::grad_norm),
-        kChartWidth, kChartHeight));
-  }
-  card(render_stacked_bar_chart(memory_bars(runs), kChartWidth, kChartHeight));
-  card(render_line_chart(memory_over_steps(runs), kChartWidth, kChartHeight));
-  for (const LineChart& c : evals) card(render_line_chart(c, kChartWidth, kChartHeight));
+  for (const std::string& svg : chart_svgs(runs)) os << "<div class=\"card\">" << svg << "</div>";
   os << "</div></body></html>\n";
   return os.str();
 }
