@@ -185,19 +185,39 @@ void parse_state_dtype_key(Section& opt, optim::OptimizerOptions& o) {
   o.state_dtype = *dtype;
 }
 
+// optimizer.type, required: AdamW, Adam, SGD or Adagrad in any case; returned lower-case.
+std::string parse_optimizer_type(Section& opt) {
+  const std::optional<std::string> type = opt.string("type");
+  if (!type) throw UsageError("config: optimizer.type is missing (AdamW, Adam, SGD or Adagrad)");
+  const std::string t = lower(*type);
+  if (t != "adamw" && t != "adam" && t != "sgd" && t != "adagrad") {
+    fail(opt.path_of("type"), json(*type), "must be one of AdamW, Adam, SGD, Adagrad");
+  }
+  return t;
+}
+
+// optimizer.params.betas: [beta1, beta2], each in [0, 1).
+void parse_betas(Section& p, optim::OptimizerOptions& o) {
+  const json* betas = p.get("betas");
+  if (betas == nullptr) return;
+  const std::string path = p.path_of("betas");
+  if (!betas->is_array() || betas->size() != 2 || !(*betas)[0].is_number() ||
+      !(*betas)[1].is_number()) {
+    fail(path, *betas, "must be a list of two numbers [beta1, beta2]");
+  }
+  for (int i = 0; i < 2; ++i) {
+    const double b = (*betas)[i].get<double>();
+    if (!(b >= 0.0 && b < 1.0)) fail(path, *betas, "each beta must be in [0, 1)");
+  }
+  o.beta1 = (*betas)[0].get<double>();
+  o.beta2 = (*betas)[1].get<double>();
+}
+
 void parse_optimizer(Section& top, Config& c) {
   std::optional<Section> opt = top.section("optimizer");
   if (!opt) return;
   optim::OptimizerOptions& o = c.optimizer;
-  if (std::optional<std::string> type = opt->string("type")) {
-    const std::string t = lower(*type);
-    if (t != "adamw" && t != "adam" && t != "sgd" && t != "adagrad") {
-      fail(opt->path_of("type"), json(*type), "must be one of AdamW, Adam, SGD, Adagrad");
-    }
-    o.type = t;
-  } else {
-    throw UsageError("config: optimizer.type is missing (AdamW, Adam, SGD or Adagrad)");
-  }
+  o.type = parse_optimizer_type(*opt);
   parse_state_dtype_key(*opt, o);
   // torch's per-class defaults for what the config leaves out.
   if (o.type == "adagrad") {
@@ -214,19 +234,7 @@ void parse_optimizer(Section& top, Config& c) {
   std::optional<double> lr = p->number("lr");
   if (!lr && o.type == "sgd") throw UsageError("config: optimizer.params.lr is required for SGD");
   read_checked(lr, &o.lr, *p, "lr", non_negative, "must be >= 0");
-  if (const json* betas = p->get("betas")) {
-    const std::string path = p->path_of("betas");
-    if (!betas->is_array() || betas->size() != 2 || !(*betas)[0].is_number() ||
-        !(*betas)[1].is_number()) {
-      fail(path, *betas, "must be a list of two numbers [beta1, beta2]");
-    }
-    for (int i = 0; i < 2; ++i) {
-      const double b = (*betas)[i].get<double>();
-      if (!(b >= 0.0 && b < 1.0)) fail(path, *betas, "each beta must be in [0, 1)");
-    }
-    o.beta1 = (*betas)[0].get<double>();
-    o.beta2 = (*betas)[1].get<double>();
-  }
+  parse_betas(*p, o);
   read_checked(
       p->number("eps"), &o.eps, *p, "eps", [](double v) { return v > 0.0; }, "must be > 0");
   read_checked(p->number("weight_decay"), &o.weight_decay, *p, "weight_decay", non_negative,
