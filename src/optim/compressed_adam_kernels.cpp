@@ -1,11 +1,8 @@
 // Fused Adam / AdamW over bf16 and int8 states, compiled per SIMD target by Highway.
 //
-// The update is adam_update (kernel_lanes-inl.h), the fp32 kernel's own math but for the
-// denominator's reciprocal (AdamDenominator::kReciprocal: exactness with LibTorch means nothing
-// once the states are rounded, and a division fewer made the kernels ~5% (bf16 states) and ~4%
-// (int8) faster in L2, bench_adam_kernels, three alternating pairs); only the loads and stores
-// of m and v differ. Tails shorter than a vector run on one-lane vectors of the same target, so
-// the result of an element does not depend on where a span is cut.
+// The update is adam_update (kernel_lanes-inl.h), the fp32 kernel's own math; only the loads
+// and stores of m and v differ. Tails shorter than a vector run on one-lane vectors of the
+// same target, so the result of an element does not depend on where a span is cut.
 // First: it sets the SIMD targets every kernel file compiles, before Highway is included.
 #include "simd_targets.h"
 #undef HWY_TARGET_INCLUDE
@@ -36,7 +33,7 @@ HWY_INLINE void adam_bf16_lanes(D d, const AdamCoefficients& c, float* HWY_RESTR
   auto vp = hn::LoadU(d, p);
   auto vm = load_bf16(d, m);
   auto vv = load_bf16(d, v);
-  adam_update<AdamDenominator::kReciprocal>(d, c, vp, hn::LoadU(d, g), vm, vv);
+  adam_update(d, c, vp, hn::LoadU(d, g), vm, vv);
   store_out16<CopyOut::kBf16>(d, vm, m);  // the bf16 rounding of the copy-out: RNE
   store_out16<CopyOut::kBf16>(d, vv, v);
   hn::StoreU(vp, d, p);
@@ -247,8 +244,7 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
     auto vp = hn::LoadU(d, p + i);
     auto vm = decode_signed_lanes(d, m_codes + i, hn::Set(d, m_step));
     auto vv = decode_unsigned_lanes(d, v_codes + i, hn::Set(d, v_step));
-    const auto root =
-        adam_update_root<kL2, AdamDenominator::kReciprocal>(d, c, vp, hn::LoadU(d, g + i), vm, vv);
+    const auto root = adam_update_root<kL2>(d, c, vp, hn::LoadU(d, g + i), vm, vv);
     hn::StoreU(vm, d, x.m + i);
     hn::StoreU(root, d, x.root + i);
     hn::StoreU(vp, d, p + i);

@@ -14,7 +14,7 @@ void reference_adam_bf16_states(const AdamCoefficients& c, float* params, const 
     float m = bf16_to_float(exp_avg[i]);
     float v = bf16_to_float(exp_avg_sq[i]);
     reference_adam(c, params + i, grads + i, &m, &v, 1, copy_out,
-                   copy_out == CopyOut::kNone ? nullptr : out16 + i, AdamDenominator::kReciprocal);
+                   copy_out == CopyOut::kNone ? nullptr : out16 + i);
     exp_avg[i] = float_to_bf16(m);
     exp_avg_sq[i] = float_to_bf16(v);
   }
@@ -31,8 +31,7 @@ void reference_adam_int8_states(const AdamCoefficients& c, float* params, const 
       v[i] = decode_unsigned(s.exp_avg_sq[begin + i], s.exp_avg_sq_scales[b]);
     }
     reference_adam(c, params + begin, grads + begin, m.data(), v.data(), len, copy_out,
-                   copy_out == CopyOut::kNone ? nullptr : out16 + begin,
-                   AdamDenominator::kReciprocal);
+                   copy_out == CopyOut::kNone ? nullptr : out16 + begin);
     encode_int8_blocks(m.data(), len, true, reinterpret_cast<uint8_t*>(s.exp_avg + begin),
                        s.exp_avg_scales + b);
     encode_int8_blocks(v.data(), len, false, s.exp_avg_sq + begin, s.exp_avg_sq_scales + b);

@@ -100,11 +100,9 @@ enum class L2Term { kAsCoefficients, kNone, kAdded };
 //   m = fma(g, 1 - b1, m * b1)           (exp_avg.mul_(b1).add_(g, 1 - b1))
 //   v = fma((1 - b2) * g, g, v * b2)     (exp_avg_sq.mul_(b2).addcmul_(g, g, 1 - b2))
 //   p = p + (-step_size * m) / (sqrt(v) / sqrt(bc2) + eps)   (p.addcdiv_(m, denom, -ss))
-// (with AdamDenominator::kReciprocal: sqrt(v) * (1 / sqrt(bc2)), one division fewer).
 // p, m and v come in as the old values and leave as the new ones; g is this step's gradient.
 // Returns sqrt(v) of the new v, which the int8 encoder of v reuses (one square root fewer).
-template <L2Term kL2 = L2Term::kAsCoefficients,
-          AdamDenominator kDenominator = AdamDenominator::kDivided, class D, class V>
+template <L2Term kL2 = L2Term::kAsCoefficients, class D, class V>
 HWY_INLINE V adam_update_root(D d, const AdamCoefficients& c, V& p, V g, V& m, V& v) {
   p = hn::Mul(p, hn::Set(d, c.decay));
   if (kL2 == L2Term::kAdded || (kL2 == L2Term::kAsCoefficients && c.l2 != 0.0f)) {
@@ -113,18 +111,15 @@ HWY_INLINE V adam_update_root(D d, const AdamCoefficients& c, V& p, V g, V& m, V
   m = fmadd(d, g, hn::Set(d, c.one_minus_beta1), hn::Mul(m, hn::Set(d, c.beta1)));
   v = fmadd(d, hn::Mul(hn::Set(d, c.one_minus_beta2), g), g, hn::Mul(v, hn::Set(d, c.beta2)));
   const auto root = hn::Sqrt(v);
-  const auto scaled = kDenominator == AdamDenominator::kDivided
-                          ? hn::Div(root, hn::Set(d, c.bias_correction2_sqrt))
-                          : hn::Mul(root, hn::Set(d, c.inv_bias_correction2_sqrt));
-  const auto denom = hn::Add(scaled, hn::Set(d, c.eps));
+  const auto denom = hn::Add(hn::Div(root, hn::Set(d, c.bias_correction2_sqrt)), hn::Set(d, c.eps));
   p = hn::Add(p, hn::Div(hn::Mul(hn::Set(d, -c.step_size), m), denom));
   return root;
 }
 
 // adam_update_root without the root.
-template <AdamDenominator kDenominator = AdamDenominator::kDivided, class D, class V>
+template <class D, class V>
 HWY_INLINE void adam_update(D d, const AdamCoefficients& c, V& p, V g, V& m, V& v) {
-  (void)adam_update_root<L2Term::kAsCoefficients, kDenominator>(d, c, p, g, m, v);
+  (void)adam_update_root(d, c, p, g, m, v);
 }
 
 // Runs `block` over [from, n): full vectors, then one-lane vectors for the tail.

@@ -15,18 +15,14 @@ void write_out16(float p, CopyOut copy_out, uint16_t* out) {
 }  // namespace
 
 void reference_adam(const AdamCoefficients& c, float* params, const float* grads, float* exp_avg,
-                    float* exp_avg_sq, size_t n, CopyOut copy_out, uint16_t* out16,
-                    AdamDenominator denominator) {
-  const bool divided = denominator == AdamDenominator::kDivided;
+                    float* exp_avg_sq, size_t n, CopyOut copy_out, uint16_t* out16) {
   for (size_t i = 0; i < n; ++i) {
     float p = params[i] * c.decay;  // AdamW: p.mul_(1 - lr wd)
     float g = grads[i];
     if (c.l2 != 0.0f) g = std::fma(p, c.l2, g);  // Adam: grad.add(p, wd)
     const float m = std::fma(g, c.one_minus_beta1, exp_avg[i] * c.beta1);
     const float v = std::fma(c.one_minus_beta2 * g, g, exp_avg_sq[i] * c.beta2);
-    const float root = std::sqrt(v);
-    const float denom =
-        (divided ? root / c.bias_correction2_sqrt : root * c.inv_bias_correction2_sqrt) + c.eps;
+    const float denom = std::sqrt(v) / c.bias_correction2_sqrt + c.eps;
     p = p + (-c.step_size * m) / denom;  // p.addcdiv_(m, denom, -step_size)
     exp_avg[i] = m;
     exp_avg_sq[i] = v;

@@ -16,7 +16,6 @@ AdamCoefficients adam_coefficients(const OptimizerOptions& o, double lr, int64_t
   c.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
   c.step_size = static_cast<float>(lr / bias_correction1);
   c.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  c.inv_bias_correction2_sqrt = static_cast<float>(1.0 / std::sqrt(bias_correction2));
   c.eps = static_cast<float>(o.eps);
   c.decay = decoupled ? static_cast<float>(1.0 - lr * o.weight_decay) : 1.0f;
   c.l2 = decoupled ? 0.0f : static_cast<float>(o.weight_decay);

@@ -69,11 +69,7 @@ void run_kernel(bool fused, const OptimizerOptions& o, float* p,
     const float* g = grads[static_cast<size_t>(step - 1)].data();
     if (o.type == "adamw" || o.type == "adam") {
       const auto c = adam_coefficients(o, lr, step);
-      if (fused) {
-        fused_adam(c, p, g, s0, s1, n, copy_out, out16);
-      } else {
-        reference_adam(c, p, g, s0, s1, n, copy_out, out16);
-      }
+      (fused ? fused_adam : reference_adam)(c, p, g, s0, s1, n, copy_out, out16);
     } else if (o.type == "sgd") {
       const auto c = sgd_coefficients(o, lr, step);
       (fused ? fused_sgd : reference_sgd)(c, p, g, s0, n, copy_out, out16);

@@ -15,8 +15,7 @@ struct AdamCoefficients {
   float beta1 = 0, one_minus_beta1 = 0;  // m = beta1 m + (1 - beta1) g
   float beta2 = 0, one_minus_beta2 = 0;  // v = beta2 v + (1 - beta2) g^2
   float step_size = 0;                   // lr / (1 - beta1^t)
-  float bias_correction2_sqrt = 0;       // sqrt(1 - beta2^t): the fp32 kernels divide by it
-  float inv_bias_correction2_sqrt = 0;   // 1 / sqrt(1 - beta2^t): the compressed ones multiply
+  float bias_correction2_sqrt = 0;       // sqrt(1 - beta2^t): every kernel divides by it
   float eps = 0;
   float decay = 1;  // AdamW's decoupled decay factor 1 - lr * weight_decay (1 for Adam)
   float l2 = 0;     // Adam's L2 weight decay added to the gradient (0 for AdamW)
@@ -61,18 +60,9 @@ void fused_convert(const float* src, size_t n, CopyOut format, uint16_t* out16);
 // arithmetic. The values it writes are meaningless; it exists to measure the memory bound.
 void stream_probe(float* p, const float* g, float* m, float* v, size_t n, uint16_t* out16);
 
-// How Adam's denominator sqrt(v) / sqrt(1 - beta2^t) + eps is formed. kDivided divides, as
-// LibTorch does: the fp32 kernels, bit-exact with it. kReciprocal multiplies by the reciprocal
-// instead: the compressed-state kernels, which LibTorch has no counterpart for. A division
-// takes the divide/sqrt unit as long as ~2.5 FMAs take theirs (AVX-512 on this machine, one
-// thread: vdivps 1.65 ns, vsqrtps 2.75, vfmadd 0.65 per vector, throughput).
-enum class AdamDenominator { kDivided, kReciprocal };
-
-// Plain scalar references: simple loops that follow LibTorch's operation order (with
-// kReciprocal, the one multiplication instead of its division).
+// Plain scalar references: simple loops that follow LibTorch's operation order.
 void reference_adam(const AdamCoefficients& c, float* params, const float* grads, float* exp_avg,
-                    float* exp_avg_sq, size_t n, CopyOut copy_out, uint16_t* out16,
-                    AdamDenominator denominator = AdamDenominator::kDivided);
+                    float* exp_avg_sq, size_t n, CopyOut copy_out, uint16_t* out16);
 void reference_sgd(const SgdCoefficients& c, float* params, const float* grads,
                    float* momentum_buffer, size_t n, CopyOut copy_out, uint16_t* out16);
 void reference_adagrad(const AdagradCoefficients& c, float* params, const float* grads, float* sum,
