@@ -33,17 +33,17 @@ std::string concat(const Args&... args) {
 }  // namespace zoff
 
 // ZOFF_CHECK(cond, "message parts", value, ...): throws zoff::Error when cond is false.
-#define ZOFF_CHECK(cond, ...)                                  \
-  do {                                                         \
-    if (!(cond)) {                                             \
+#define ZOFF_CHECK(cond, ...)                                   \
+  do {                                                          \
+    if (!(cond)) {                                              \
       throw ::zoff::Error(::zoff::detail::concat(__VA_ARGS__)); \
-    }                                                          \
+    }                                                           \
   } while (0)
 
 // ZOFF_CHECK_ARG(cond, ...): like ZOFF_CHECK for user input; throws zoff::UsageError.
-#define ZOFF_CHECK_ARG(cond, ...)                                   \
-  do {                                                              \
-    if (!(cond)) {                                                  \
+#define ZOFF_CHECK_ARG(cond, ...)                                    \
+  do {                                                               \
+    if (!(cond)) {                                                   \
       throw ::zoff::UsageError(::zoff::detail::concat(__VA_ARGS__)); \
-    }                                                               \
+    }                                                                \
   } while (0)
