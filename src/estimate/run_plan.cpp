@@ -19,6 +19,7 @@ struct Shape {
   int64_t params = 0;      // trainable elements
   int64_t shard = 0;       // this rank's optimizer elements
   int64_t largest = 0;     // largest unit (stage 3) or parameter block, padded
+  int64_t units = 0;       // units (stage 3) or parameter blocks
   int64_t compute = 4;     // bytes per compute element
   int64_t states = 2;      // optimizer states per element
   size_t state_bytes = 4;  // stored bytes per state element
@@ -32,6 +33,7 @@ Shape shape_of(const config::Config& c, int world, const PlanModel& m) {
   for (int64_t u : m.unit_elems) {
     const int64_t padded = (u + world - 1) / world * world;  // model_layout: units padded
     s.params += u;
+    ++s.units;
     s.largest = std::max(s.largest, padded);
     if (c.zero.stage == 3) s.shard += padded / world;
   }
@@ -121,10 +123,17 @@ void unit_buffers(const config::Config& c, const Shape& s, RunPlan& p) {
   }
   // Autograd's gradient of a unit and the bucket it is staged in, both in the compute dtype
   // (the reduce-scatter sends gradients as they are and sums them in fp32).
-  const int64_t bucket = std::max(std::min(c.zero.reduce_bucket_size, s.params), unit);
+  // Stage 3 reduces unit by unit; stage 2 in buckets of reduce_bucket_size.
+  const int64_t bucket =
+      c.zero.stage == 3 ? unit : std::max(std::min(c.zero.reduce_bucket_size, s.params), unit);
   add(p.host, "unit gradients", unit * s.compute, "autograd's, before staging");
   if (c.zero.stage >= 2) {
-    add(p.host, "reduce staging", bucket * s.compute, "one bucket, compute dtype");
+    // With overlap_comm, a bucket fills while the previous one's collective runs (two
+    // buffers); without, every bucket is staged before the first collective starts.
+    const int64_t buckets = c.zero.stage == 3 ? s.units : (s.params + bucket - 1) / bucket;
+    const int64_t staged = c.zero.overlap_comm ? std::min<int64_t>(2, buckets) : buckets;
+    add(p.host, "reduce staging", staged * bucket * s.compute,
+        std::to_string(staged) + (staged == 1 ? " bucket" : " buckets") + ", compute dtype");
   }
 }
 

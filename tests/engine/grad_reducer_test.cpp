@@ -1,14 +1,16 @@
 // GradReducer on its own: 16-bit gradients staged as they are (half the bytes on the wire)
 // reduce into the fp32 shard bitwise equal to staging them widened to fp32, on uneven shards;
-// pooled staging buffers leave no stale values behind.
+// pooled staging buffers leave no stale values behind, and there are at most two of them.
 #include "zoff/engine/grad_reducer.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -132,6 +134,54 @@ TEST(GradReducer, ParametersWithoutGradientReduceToZeroInReusedStaging) {
       EXPECT_TRUE(
           torch::equal(got.narrow(0, unit.shard_offset, unit.shard_size),
                        want.narrow(0, unit.offset + rank * unit.shard_size, unit.shard_size)))
+          << "rank " << rank << " unit " << unit.name;
+    }
+  });
+}
+
+// With overlap, buckets fill while earlier buckets' collectives run, in at most two staging
+// buffers: a rank whose peer is late (its collectives cannot finish) stages the second
+// bucket in a new buffer, then waits instead of growing the pool, and the sums stay right.
+TEST(GradReducer, StagingPoolHoldsTwoBucketsWhilePeersAreLate) {
+  constexpr int kWorld = 2;
+  constexpr int64_t kUnits = 6, kElems = 40;  // one bucket per unit: 40 elements, 20 per rank
+  constexpr auto kLate = std::chrono::milliseconds(300);
+  testing::run_ranks(kWorld, [&](dist::CommPtr comm, int rank) {
+    std::vector<torch::Tensor> params;
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    std::vector<partition::UnitSpec> units;
+    for (int64_t u = 0; u < kUnits; ++u) {
+      params.push_back(torch::zeros({kElems}, torch::kBFloat16).requires_grad_());
+      named.emplace_back("p" + std::to_string(u), params.back());
+      units.push_back({"u" + std::to_string(u), {static_cast<size_t>(u)}});
+    }
+    const partition::ModelLayout layout(named, units, kWorld, /*shard_units=*/true);
+    GradReducerOptions o;
+    o.mode = GradMode::kReduceScatterEveryMicroBatch;
+    o.bucket_elems = kElems;
+    o.staging_dtype = torch::kBFloat16;
+    GradReducer reducer(layout, params, comm, o);
+    if (rank == 1) std::this_thread::sleep_for(kLate);
+    reducer.begin_backward(/*boundary=*/true);
+    auto loss = torch::zeros({}, torch::kFloat32);
+    for (int64_t u = 0; u < kUnits; ++u) {
+      loss = loss + (params[static_cast<size_t>(u)] * static_cast<double>(rank + u + 1))
+                        .sum()
+                        .to(torch::kFloat32);
+    }
+    loss.backward();
+    reducer.end_backward();
+    const size_t bucket_bytes = kElems * sizeof(uint16_t);
+    if (rank == 0) {
+      EXPECT_EQ(reducer.buffer_bytes(), 2 * bucket_bytes);
+    }
+    EXPECT_LE(reducer.buffer_bytes(), 2 * bucket_bytes) << "rank " << rank;
+    // Every element of unit u sums to (u + 1) + (u + 2) over the two ranks.
+    for (const auto& unit : layout.units()) {
+      const int64_t u = std::stol(unit.name.substr(1));
+      EXPECT_TRUE(
+          torch::equal(reducer.reduced_grads().narrow(0, unit.shard_offset, unit.shard_size),
+                       torch::full({unit.shard_size}, static_cast<float>(2 * u + 3))))
           << "rank " << rank << " unit " << unit.name;
     }
   });
