@@ -1,8 +1,9 @@
 # Sourced by the zoff-vs-DDP benchmark scripts: alternate_rounds ROUNDS CMD runs "CMD MODE R"
 # for R = 1..ROUNDS and each MODE of $MODES (default "zoff ddp"; a script may offer more, e.g.
 # zoff_gloo). Each prints one JSON line with "mode" and "tokens_per_s", and optionally
-# "times_ms": phase -> median ms. Echoes each round, then the median tokens/s of each mode and
-# its ratio to ddp, and the phase times of all modes side by side. Needs $PY (Debian's python3).
+# "times_ms": phase -> median ms. Echoes each round, then the median tokens/s of each mode, its
+# ratio to ddp and each round's own ratio, and the phase times of all modes side by side.
+# Needs $PY (Debian's python3).
 alternate_rounds() {
   local rounds="$1" cmd="$2" results=() line round mode
   for round in $(seq "$rounds"); do
@@ -23,6 +24,11 @@ print("tokens/s (median of rounds): " + ", ".join(
 for m in modes:
     if m != "ddp":
         print(f"ratio {m}/ddp = {tps[m] / d:.3f}")
+        # The ratio within each round: this VM drifts between rounds more than within one.
+        per = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(
+            (r for r in rows if r["mode"] == m), (r for r in rows if r["mode"] == "ddp"))]
+        cells = " ".join("%.3f" % x for x in per)
+        print(f"  per round: {cells} (median {statistics.median(per):.3f})")
 timed = {m: [r["times_ms"] for r in rows if r["mode"] == m and "times_ms" in r] for m in modes}
 if all(timed.values()):
     print("ms per step, rank 0 (median of rounds); zoff parts indented; ddp backward includes its allreduce:")
