@@ -135,9 +135,11 @@ void GradReducer::begin_backward(bool boundary) {
 // DeepSpeed's overlap_comm: a bucket fills while the previous one's collective runs. With one,
 // the first gradient of every bucket waited for the previous bucket's collective, which ends
 // only when every peer has reached it: a synchronization with the peers at each bucket, in the
-// middle of backward, that soaked up each phase's imbalance between ranks (gpt small, bf16,
-// stage 2, 2 ranks, rank 0 per step: zoff::stage_grad 26.5 -> 3.8 ms, the collective waits
-// 28.1 -> 13.3 ms). The second buffer is one more bucket of the compute dtype.
+// middle of backward, that soaked up each phase's imbalance between ranks. It shows when
+// the ranks drift apart (gpt small, bf16, stage 2, 2 ranks: profiles with one buffer had
+// zoff::stage_grad at 24-28 ms per step against ~4 ms usually; with two, no such spikes in
+// alternating runs, the usual step unchanged). The second buffer is one more bucket of the
+// compute dtype.
 constexpr size_t kStagingBuffers = 2;
 
 torch::Tensor GradReducer::acquire_staging() {
