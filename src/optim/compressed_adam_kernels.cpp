@@ -1,4 +1,5 @@
-// Fused Adam / AdamW over bf16 and int8 states, compiled per SIMD target by Highway.
+// Fused Adam / AdamW over bf16 and int8 states, and the streaming probe of their memory
+// traffic, compiled per SIMD target by Highway.
 //
 // The update is adam_update (kernel_lanes-inl.h), the fp32 kernel's own math; only the loads
 // and stores of m and v differ. Tails shorter than a vector run on one-lane vectors of the
@@ -18,6 +19,7 @@
 #include <type_traits>
 
 #include "kernel_lanes-inl.h"
+#include "zoff/core/error.h"
 #include "zoff/optim/compressed_adam.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -331,7 +333,21 @@ HWY_NOINLINE void adam_int8_loop(const AdamCoefficients& coefficients, float* p,
   if (pending.x != nullptr) finish_encode(pending, 0);
 }
 
+template <class T>
+HWY_NOINLINE void probe_states_loop(float* p, const float* g, T* m, T* v, size_t n, uint16_t* out) {
+  for_each_block(n, [&](auto d, size_t i)
+                        HWY_ATTR { probe_states_block(d, p + i, g + i, m + i, v + i, out + i); });
+}
+
 // Per-target entry points (the dispatch tables below point at these).
+void ProbeStatesKernel(float* p, const float* g, void* m, void* v, size_t state_bytes, size_t n,
+                       uint16_t* out) {
+  if (state_bytes == 1) {
+    return probe_states_loop(p, g, static_cast<uint8_t*>(m), static_cast<uint8_t*>(v), n, out);
+  }
+  probe_states_loop(p, g, static_cast<uint16_t*>(m), static_cast<uint16_t*>(v), n, out);
+}
+
 void AdamBf16StatesKernel(const AdamCoefficients& c, float* p, const float* g, uint16_t* m,
                           uint16_t* v, size_t n, CopyOut copy_out, uint16_t* out) {
   switch (copy_out) {
@@ -378,6 +394,17 @@ namespace zoff::optim {
 
 HWY_EXPORT(AdamBf16StatesKernel);
 HWY_EXPORT(AdamInt8StatesKernel);
+HWY_EXPORT(ProbeStatesKernel);
+
+void stream_probe_states(StateDtype dtype, float* params, const float* grads, void* exp_avg,
+                         void* exp_avg_sq, size_t n, uint16_t* out16) {
+  ZOFF_CHECK_ARG(dtype != StateDtype::kFp32, "stream_probe_states: fp32 states are stream_probe's");
+  ZOFF_CHECK_ARG(out16 != nullptr,
+                 "stream_probe_states: out16 is null (the probe has the copy-out)");
+  detail::ensure_simd_env_applied();
+  HWY_DYNAMIC_DISPATCH(ProbeStatesKernel)
+  (params, grads, exp_avg, exp_avg_sq, stored_element_bytes(dtype), n, out16);
+}
 
 void fused_adam_bf16_states(const AdamCoefficients& c, float* params, const float* grads,
                             uint16_t* exp_avg, uint16_t* exp_avg_sq, size_t n, CopyOut copy_out,

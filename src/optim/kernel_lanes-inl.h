@@ -156,6 +156,29 @@ HWY_INLINE void probe_block(D d, float* HWY_RESTRICT p, const float* HWY_RESTRIC
   }
 }
 
+// probe_block with compressed states: m and v are T (uint16_t: bf16 states, 2 bytes each way;
+// uint8_t: int8 codes, 1 byte each way), read and written with one integer op each
+// (m += v, v -= old m, wrapping). With the bf16 copy-out that is the fused compressed kernels'
+// traffic: 22 bytes per element (bf16 states), 18 (int8; the block scales, 16 bytes per 2048
+// elements, are left out).
+template <class T, class D>
+HWY_INLINE void probe_states_block(D d, float* HWY_RESTRICT p, const float* HWY_RESTRICT g,
+                                   T* HWY_RESTRICT m, T* HWY_RESTRICT v,
+                                   uint16_t* HWY_RESTRICT out) {
+  const hn::Rebind<T, D> dt;
+  const auto vm = hn::LoadU(dt, m);
+  const auto vv = hn::LoadU(dt, v);
+  hn::StoreU(hn::Add(vm, vv), dt, m);
+  hn::StoreU(hn::Sub(vv, vm), dt, v);
+  const auto vp = hn::Add(hn::LoadU(d, p), hn::LoadU(d, g));
+  hn::StoreU(vp, d, p);
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint16_t, D> d16;
+  const auto hi = hn::ShiftRight<16>(hn::BitCast(du, vp));  // truncation, as probe_block
+  hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, out);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace optim
 }  // namespace zoff

@@ -6,10 +6,12 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "zoff/core/error.h"
+#include "zoff/optim/compressed_adam.h"
 #include "zoff/optim/openmp_probe.h"
 #include "zoff_test_paths.h"
 
@@ -35,7 +37,8 @@ void expect_bench_keys(const nlohmann::json& j) {
   for (const char* k : {"adamw", "adam", "sgd", "adagrad"}) {
     EXPECT_GT(j.at("torch").at(k).get<double>(), 0.0) << k;
   }
-  for (const char* k : {"adam_fp32", "adam_bf16_out", "adam_fp32_omp"}) {
+  for (const char* k :
+       {"adam_fp32", "adam_bf16_out", "adam_fp32_omp", "adam_bf16_states", "adam_int8_states"}) {
     EXPECT_GT(j.at("probe").at(k).get<double>(), 0.0) << k;
   }
   EXPECT_EQ(j.at("zoff").size(), 7u);
@@ -50,7 +53,7 @@ void expect_bench_keys(const nlohmann::json& j) {
   EXPECT_DOUBLE_EQ(bytes.at("adamw_bf16_states").get<double>(), 22.0);
   EXPECT_NEAR(bytes.at("adamw_int8_states").get<double>(), 18.0078, 1e-4);
   EXPECT_EQ(j.at("torch").size(), 4u);
-  EXPECT_EQ(j.at("probe").size(), 3u);
+  EXPECT_EQ(j.at("probe").size(), 5u);
 }
 
 TEST(OptimizerBench, MeasuresEveryKernelAndFormatsIt) {
@@ -61,7 +64,8 @@ TEST(OptimizerBench, MeasuresEveryKernelAndFormatsIt) {
   for (const char* word : {"zoff bench optim --params 100003", "adamw_bf16_out", "zoff/torch",
                            "zoff/probe", "alone/omp", "zoff alone: adam ", "adam_fp32", "adagrad",
                            "adamw_bf16_states", "adamw_int8_states", "B/par", "22.00", "18.01",
-                           "states vs fp32 states (AdamW, bf16 copy-out, same run): bf16 "}) {
+                           "states vs fp32 states (AdamW, bf16 copy-out, same run): bf16 ",
+                           "ceiling (the states' probe vs the fp32 kernel, same run): bf16 "}) {
     EXPECT_NE(table.find(word), std::string::npos) << word << "\n" << table;
   }
   // The compressed states' ratio is the figure: the rates' quotient, printed.
@@ -69,6 +73,50 @@ TEST(OptimizerBench, MeasuresEveryKernelAndFormatsIt) {
   std::snprintf(ratio, sizeof ratio, "int8 %.2fx",
                 result.zoff.at("adamw_int8_states") / result.zoff.at("adamw_bf16_out"));
   EXPECT_NE(table.find(ratio), std::string::npos) << ratio << "\n" << table;
+  // Its ceiling: the int8 traffic's probe against the same fp32 kernel.
+  std::snprintf(ratio, sizeof ratio, "int8 %.2fx\n",
+                result.probe.at("adam_int8_states") / result.zoff.at("adamw_bf16_out"));
+  ASSERT_NE(table.find("ceiling"), std::string::npos) << table;
+  EXPECT_NE(table.find(ratio, table.find("ceiling")), std::string::npos) << ratio << "\n" << table;
+}
+
+// The compressed states' probe touches every element of every stream once, tail included,
+// for both state widths: p += g, m += v, v -= old m (wrapping), and the copy-out is p's top
+// 16 bits.
+template <class T>
+void expect_states_probe_visits_every_element(StateDtype dtype) {
+  const size_t n = 16 * 1000 + 7;
+  std::vector<float> p(n), g(n, 1.0f);
+  std::vector<T> m(n), v(n);
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    p[i] = static_cast<float>(i);
+    m[i] = static_cast<T>(i);
+    v[i] = static_cast<T>(3 * i + 1);
+  }
+  stream_probe_states(dtype, p.data(), g.data(), m.data(), v.data(), n, out.data());
+  for (size_t i = 0; i < n; ++i) {
+    const float want_p = static_cast<float>(i) + 1.0f;
+    ASSERT_EQ(p[i], want_p) << i;
+    ASSERT_EQ(m[i], static_cast<T>(i + 3 * i + 1)) << i;
+    ASSERT_EQ(v[i], static_cast<T>(3 * i + 1 - i)) << i;
+    uint32_t bits;
+    std::memcpy(&bits, &want_p, sizeof bits);
+    ASSERT_EQ(out[i], bits >> 16) << i;
+  }
+}
+
+TEST(StatesProbe, VisitsEveryElementOnceForBothWidths) {
+  expect_states_probe_visits_every_element<uint16_t>(StateDtype::kBf16);
+  expect_states_probe_visits_every_element<uint8_t>(StateDtype::kInt8);
+}
+
+TEST(StatesProbe, RefusesFp32StatesAndAMissingCopyOut) {
+  float p = 0, g = 0;
+  uint8_t m = 0, v = 0;
+  uint16_t out = 0;
+  EXPECT_THROW(stream_probe_states(StateDtype::kFp32, &p, &g, &m, &v, 1, &out), UsageError);
+  EXPECT_THROW(stream_probe_states(StateDtype::kInt8, &p, &g, &m, &v, 1, nullptr), UsageError);
 }
 
 // The OpenMP probe touches every element of every stream once, tail included: it adds g to

@@ -33,6 +33,15 @@ void fused_adam_int8_states(const AdamCoefficients& c, float* params, const floa
                             const Int8AdamStates& states, size_t n, CopyOut copy_out,
                             uint16_t* out16);
 
+// stream_probe (kernels.h) with the memory traffic of fused_adam_bf16_states (dtype kBf16:
+// exp_avg, exp_avg_sq are n uint16_t each) or fused_adam_int8_states (kInt8: n bytes each,
+// block scales left out), both with the 16-bit copy-out (out16, n elements): read p, g, m, v,
+// write p, m, v, out16, with one add per stream; 22 and 18 bytes per element. The bound a
+// compressed kernel would reach if its arithmetic were free. The values it writes are
+// meaningless. Throws zoff::UsageError for kFp32 (that is stream_probe) or a null out16.
+void stream_probe_states(StateDtype dtype, float* params, const float* grads, void* exp_avg,
+                         void* exp_avg_sq, size_t n, uint16_t* out16);
+
 // Plain scalar references: decode with the scalar codecs, update with reference_adam,
 // encode. The fused kernels equal them bit for bit on every SIMD target.
 void reference_adam_bf16_states(const AdamCoefficients& c, float* params, const float* grads,

@@ -23,7 +23,9 @@ void validate_bench_options(const OptimizerBenchOptions& options);
 //          int8, bf16 copy-out like adamw_bf16_out)
 //   torch: adamw, adam, sgd, adagrad  (torch::optim on the same spans)
 //   probe: adam_fp32 (28 B/param: read p g m v, write p m v), adam_bf16_out (+ 2 B written),
-//          split like the fused kernels and run by zoff's pool; adam_fp32_omp, the adam_fp32
+//          split like the fused kernels and run by zoff's pool; adam_bf16_states (22 B) and
+//          adam_int8_states (18 B), the compressed kernels' traffic with the copy-out
+//          (stream_probe_states), run likewise; adam_fp32_omp, the adam_fp32
 //          traffic run by OpenMP's threads over 16-float lines (openmp_probe.h)
 struct OptimizerBenchResult {
   OptimizerBenchOptions options;
