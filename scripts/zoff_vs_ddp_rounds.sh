@@ -2,7 +2,7 @@
 # for R = 1..ROUNDS and each MODE of $MODES (default "zoff ddp"; a script may offer more, e.g.
 # zoff_gloo). Each prints one JSON line with "mode" and "tokens_per_s", and optionally
 # "times_ms": phase -> median ms. Echoes each round, then the median tokens/s of each mode, its
-# ratio to ddp and each round's own ratio, and the phase times of all modes side by side.
+# ratio to ddp and each round's own ratio (when ddp is among the modes), and the phase times of all modes side by side.
 # Needs $PY (Debian's python3).
 alternate_rounds() {
   local rounds="$1" cmd="$2" results=() line round mode
@@ -18,11 +18,11 @@ import json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin]
 modes = list(dict.fromkeys(r["mode"] for r in rows))
 tps = {m: statistics.median(r["tokens_per_s"] for r in rows if r["mode"] == m) for m in modes}
-d = tps["ddp"]
+d = tps.get("ddp")  # absent when MODES leaves ddp out: no ratios then
 print("tokens/s (median of rounds): " + ", ".join(
     (m if m != "ddp" else "ddp+autocast") + f" {v:,.0f}" for m, v in tps.items()))
 for m in modes:
-    if m != "ddp":
+    if m != "ddp" and d is not None:
         print(f"ratio {m}/ddp = {tps[m] / d:.3f}")
         # The ratio within each round: this VM drifts between rounds more than within one.
         per = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(
