@@ -54,9 +54,10 @@ void run_bench_optim_nvme(const BenchOptimFlags& f) {
 void add_bench_optim(CLI::App& bench, int& exit_code) {
   auto flags = std::make_shared<BenchOptimFlags>();
   auto* cmd = bench.add_subcommand(
-      "optim", "params/s of zoff's fused optimizers vs LibTorch's and a streaming probe");
+      "optim",
+      "params/s of zoff's fused optimizers vs LibTorch's and streaming probes of their traffic");
   cmd->add_option("--params", flags->params, "parameters per span (fp32)")->capture_default_str();
-  cmd->add_option("--threads", flags->threads, "threads (zoff pool, probe, LibTorch)")
+  cmd->add_option("--threads", flags->threads, "threads (zoff pool, probes, LibTorch)")
       ->capture_default_str();
   cmd->add_option("--steps", flags->steps, "optimizer steps per timed repetition")
       ->capture_default_str();
