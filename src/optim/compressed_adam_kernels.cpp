@@ -1,10 +1,12 @@
 // Fused Adam / AdamW over bf16 and int8 states, and the streaming probe of their memory
 // traffic, compiled per SIMD target by Highway.
 //
-// The update is adam_update (kernel_lanes-inl.h), the fp32 kernel's own math; only the loads
-// and stores of m and v differ. Tails shorter than a vector run on one-lane vectors of the
-// same target, so the result of an element does not depend on where a span is cut.
-// First: it sets the SIMD targets every kernel file compiles, before Highway is included.
+// The bf16-state update is adam_update (kernel_lanes-inl.h), the fp32 kernel's own math; only
+// the loads and stores of m and v differ. The int8 one folds the betas into the decoders and
+// multiplies by the bias correction's inverse (int8_adam_update_root): two multiplications
+// and a division fewer in a loop bound by its arithmetic. Tails shorter than a vector run on
+// one-lane vectors of the same target, so the result of an element does not depend on where a span
+// is cut. First: it sets the SIMD targets every kernel file compiles, before Highway is included.
 #include "simd_targets.h"
 #undef HWY_TARGET_INCLUDE
 // Resolved against the include path (<repo>/include), as in fused_kernels.cpp.
@@ -85,6 +87,23 @@ HWY_INLINE hn::Vec<D> decode_unsigned_lanes(D d, const uint8_t* HWY_RESTRICT q, 
   const auto r = hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q)));
   const auto b = bit_square_lanes(d, r, kUnsignedCodeBias);
   return hn::Mul(hn::Mul(b, b), step);
+}
+
+// The int8 kernel's Adam / AdamW update (compressed_adam.h, int8_adam_update): m and v come
+// in as beta1 m and beta2 v (the decoders' steps carry the betas) and leave as the new m and
+// v; the bias correction multiplies by its inverse. Returns sqrt(v) of the new v, which the
+// encoder of v reuses. kL2: kNone or kAdded (the loop is instantiated for each).
+template <L2Term kL2, class D, class V>
+HWY_INLINE V int8_adam_update_root(D d, const AdamCoefficients& c, float inv_bc2, V& p, V g, V& m,
+                                   V& v) {
+  p = hn::Mul(p, hn::Set(d, c.decay));
+  if (kL2 == L2Term::kAdded) g = fmadd(d, p, hn::Set(d, c.l2), g);
+  m = fmadd(d, g, hn::Set(d, c.one_minus_beta1), m);
+  v = fmadd(d, hn::Mul(hn::Set(d, c.one_minus_beta2), g), g, v);
+  const auto root = hn::Sqrt(v);
+  const auto denom = fmadd(d, root, hn::Set(d, inv_bc2), hn::Set(d, c.eps));
+  p = hn::Add(p, hn::Div(hn::Mul(hn::Set(d, -c.step_size), m), denom));
+  return root;
 }
 
 // Stores the codes round(y) of y in [-255, 255] (already clamped, no NaN), rounded to nearest
@@ -243,8 +262,10 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
   // Locals, not loads through `s`: the compiler cannot tell that stores to p do not move them.
   const int8_t* HWY_RESTRICT m_codes = s.exp_avg + begin;
   const uint8_t* HWY_RESTRICT v_codes = s.exp_avg_sq + begin;
-  const float m_step = signed_code_step(s.exp_avg_scales[block]);
-  const float v_step = unsigned_code_step(s.exp_avg_sq_scales[block]);
+  // The decoders give beta1 m and beta2 v directly (int8_adam_update_root).
+  const float m_step = int8_m_step(c, s.exp_avg_scales[block]);
+  const float v_step = int8_v_step(c, s.exp_avg_sq_scales[block]);
+  const float inv_bc2 = int8_inverse_bias_correction(c);
   p += begin;
   g += begin;
   if (kOut != CopyOut::kNone) out += begin;
@@ -256,7 +277,7 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
     auto vp = hn::LoadU(d, p + i);
     auto vm = decode_signed_lanes(d, m_codes + i, hn::Set(d, m_step));
     auto vv = decode_unsigned_lanes(d, v_codes + i, hn::Set(d, v_step));
-    const auto root = adam_update_root<kL2>(d, c, vp, hn::LoadU(d, g + i), vm, vv);
+    const auto root = int8_adam_update_root<kL2>(d, c, inv_bc2, vp, hn::LoadU(d, g + i), vm, vv);
     hn::StoreU(vm, d, x.m + i);
     hn::StoreU(root, d, x.root + i);
     hn::StoreU(vp, d, p + i);

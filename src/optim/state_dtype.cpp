@@ -108,9 +108,13 @@ int8_t encode_signed(float x, float factor) {
 }
 
 float decode_signed(int8_t q, float scale) {
+  return decode_signed_by_step(q, signed_code_step(scale));
+}
+
+float decode_signed_by_step(int8_t q, float step) {
   const auto r = static_cast<float>(q);
   // The sign goes on before the step (the same value; the SIMD decoder saves an instruction).
-  return std::copysign(bit_square(r, kSignedCodeBias), r) * signed_code_step(scale);
+  return std::copysign(bit_square(r, kSignedCodeBias), r) * step;
 }
 
 uint8_t encode_unsigned(float x, float factor) {
@@ -120,8 +124,12 @@ uint8_t encode_unsigned(float x, float factor) {
 }
 
 float decode_unsigned(uint8_t q, float scale) {
+  return decode_unsigned_by_step(q, unsigned_code_step(scale));
+}
+
+float decode_unsigned_by_step(uint8_t q, float step) {
   const float b = bit_square(static_cast<float>(q), kUnsignedCodeBias);
-  return b * b * unsigned_code_step(scale);
+  return b * b * step;
 }
 
 void encode_int8_blocks(const float* x, size_t n, bool is_signed, uint8_t* codes, float* scales) {

@@ -24,6 +24,10 @@ using testing::randn;
 // full plus one element, and a prime (48 full blocks and a partial one).
 const std::vector<size_t> kBlockLengths = {1, 2047, 2048, 2049, 100003};
 constexpr int kCompressedSteps = 6;
+// The int8 update against fused_adam's on the same decoded states, relative to |p| plus the
+// step's size: their roundings differ by an ulp or two of m, v and the denominator (1e-7 of
+// the step), where a lost beta or bias correction would move the step by percents.
+constexpr double kInt8UpdateRelTolerance = 1e-5;
 
 std::vector<OptimizerOptions> adam_cases() {
   OptimizerOptions adamw;
@@ -152,8 +156,10 @@ TEST(CompressedAdamKernels, Bf16FusedEqualsReferenceBitwiseOnEveryTarget) {
   }
 }
 
-// With states that the format holds exactly, the compressed kernels' update is the fp32
-// kernel's: same params bit for bit, and the stored states are the fp32 states encoded.
+// With states that bf16 holds exactly, the bf16-state kernel's update is the fp32 kernel's:
+// same params bit for bit, and the stored states are the fp32 states encoded. The int8
+// kernel's is Adam's up to the roundings of int8_adam_update (its betas folded into the
+// decoders, the bias correction's inverse): params within kInt8UpdateRelTolerance.
 TEST(CompressedAdamKernels, UpdateIsTheFp32KernelsUpdate) {
   const size_t n = 4099;
   const auto o = adam_cases()[0];
@@ -199,7 +205,13 @@ TEST(CompressedAdamKernels, UpdateIsTheFp32KernelsUpdate) {
     p = p0;
     fused_adam(c, p.data(), g.data(), m.data(), v.data(), n, CopyOut::kNone, nullptr);
     fused_adam_int8_states(c, p8.data(), g.data(), q.states(), n, CopyOut::kNone, nullptr);
-    EXPECT_EQ(mismatches(p8, p), 0u) << "int8 states: params";
+    size_t moved = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double size = std::fabs(p[i]) + std::fabs(p[i] - p0[i]);
+      ASSERT_NEAR(p8[i], p[i], kInt8UpdateRelTolerance * size) << i;
+      moved += p8[i] != p0[i];
+    }
+    EXPECT_EQ(moved, n) << "int8 states: every parameter takes its step";
   });
 }
 

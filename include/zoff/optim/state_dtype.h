@@ -105,6 +105,11 @@ int8_t encode_signed(float x, float factor);
 float decode_signed(int8_t q, float scale);
 uint8_t encode_unsigned(float x, float factor);
 float decode_unsigned(uint8_t q, float scale);
+// The decoders with the step given instead of the scale: decode_signed(q, s) is
+// decode_signed_by_step(q, signed_code_step(s)), likewise unsigned. The int8 Adam kernel
+// passes steps multiplied by beta1 / beta2, and so decodes beta1 m and beta2 v.
+float decode_signed_by_step(int8_t q, float step);
+float decode_unsigned_by_step(uint8_t q, float step);
 
 // Int8-encodes n floats in blocks of kStateBlock elements from element 0, as the step does:
 // a block's scale is its largest |x| (NaN ignored), each element is encode_signed (is_signed)
