@@ -2,7 +2,8 @@
 # for R = 1..ROUNDS and each MODE of $MODES (default "zoff ddp"; a script may offer more, e.g.
 # zoff_gloo). Each prints one JSON line with "mode" and "tokens_per_s", and optionally
 # "times_ms": phase -> median ms. Echoes each round, then the median tokens/s of each mode, its
-# ratio to ddp and each round's own ratio (when ddp is among the modes), and the phase times of all modes side by side.
+# ratio to ddp and each round's own ratio (when ddp is among the modes), and the phase times
+# of all modes side by side.
 # Needs $PY (Debian's python3).
 alternate_rounds() {
   local rounds="$1" cmd="$2" results=() line round mode

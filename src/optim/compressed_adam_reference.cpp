@@ -57,8 +57,7 @@ void reference_adam_int8_states(const AdamCoefficients& c, float* params, const 
       v[i] = decode_unsigned_by_step(s.exp_avg_sq[begin + i], v_step);
       float* p = params + begin + i;
       int8_adam_update(c, inv_bc2, p, grads[begin + i], &m[i], &v[i]);
-      if (copy_out == CopyOut::kBf16) out16[begin + i] = float_to_bf16(*p);
-      if (copy_out == CopyOut::kFp16) out16[begin + i] = float_to_fp16(*p);
+      if (copy_out != CopyOut::kNone) reference_copy_out(*p, copy_out, out16 + begin + i);
     }
     encode_int8_blocks(m.data(), len, true, reinterpret_cast<uint8_t*>(s.exp_avg + begin),
                        s.exp_avg_scales + b);

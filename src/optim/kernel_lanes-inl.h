@@ -135,16 +135,11 @@ HWY_INLINE void for_each_block(size_t n, const Block& block, size_t from = 0) {
   for (; i < n; ++i) block(d1, i);
 }
 
-// The streaming probes' block: the loads and stores of the Adam kernel (read p, g, m, v;
-// write p, m, v and the 16-bit copy), one add per stream, next to no arithmetic.
-template <CopyOut kOut, class D>
-HWY_INLINE void probe_block(D d, float* HWY_RESTRICT p, const float* HWY_RESTRICT g,
-                            float* HWY_RESTRICT m, float* HWY_RESTRICT v,
-                            uint16_t* HWY_RESTRICT out) {
-  const auto vg = hn::LoadU(d, g);
-  const auto vp = hn::Add(hn::LoadU(d, p), vg);
-  hn::StoreU(hn::Add(hn::LoadU(d, m), vg), d, m);
-  hn::StoreU(hn::Add(hn::LoadU(d, v), vg), d, v);
+// The probes' parameter traffic: p += g (read p, write p) and, unless kOut is kNone, the
+// 16-bit copy of the new p.
+template <CopyOut kOut, class D, class V>
+HWY_INLINE void probe_params(D d, float* HWY_RESTRICT p, V g, uint16_t* HWY_RESTRICT out) {
+  const auto vp = hn::Add(hn::LoadU(d, p), g);
   hn::StoreU(vp, d, p);
   if constexpr (kOut != CopyOut::kNone) {
     // Truncation, not rounding: the probe only needs the 2-byte store.
@@ -154,6 +149,18 @@ HWY_INLINE void probe_block(D d, float* HWY_RESTRICT p, const float* HWY_RESTRIC
     const auto hi = hn::ShiftRight<16>(hn::BitCast(du, vp));
     hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, out);
   }
+}
+
+// The streaming probes' block: the loads and stores of the Adam kernel (read p, g, m, v;
+// write p, m, v and the 16-bit copy), one add per stream, next to no arithmetic.
+template <CopyOut kOut, class D>
+HWY_INLINE void probe_block(D d, float* HWY_RESTRICT p, const float* HWY_RESTRICT g,
+                            float* HWY_RESTRICT m, float* HWY_RESTRICT v,
+                            uint16_t* HWY_RESTRICT out) {
+  const auto vg = hn::LoadU(d, g);
+  hn::StoreU(hn::Add(hn::LoadU(d, m), vg), d, m);
+  hn::StoreU(hn::Add(hn::LoadU(d, v), vg), d, v);
+  probe_params<kOut>(d, p, vg, out);
 }
 
 // probe_block with compressed states: m and v are T (uint16_t: bf16 states, 2 bytes each way;
@@ -170,13 +177,7 @@ HWY_INLINE void probe_states_block(D d, float* HWY_RESTRICT p, const float* HWY_
   const auto vv = hn::LoadU(dt, v);
   hn::StoreU(hn::Add(vm, vv), dt, m);
   hn::StoreU(hn::Sub(vv, vm), dt, v);
-  const auto vp = hn::Add(hn::LoadU(d, p), hn::LoadU(d, g));
-  hn::StoreU(vp, d, p);
-  const hn::RebindToUnsigned<D> du;
-  const hn::RebindToSigned<D> di;
-  const hn::Rebind<uint16_t, D> d16;
-  const auto hi = hn::ShiftRight<16>(hn::BitCast(du, vp));  // truncation, as probe_block
-  hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hi)), d16, out);
+  probe_params<CopyOut::kBf16>(d, p, hn::LoadU(d, g), out);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -110,36 +110,41 @@ std::function<void()> optimizer_step(ShardOptimizer& opt, const std::string& typ
   return [&opt, lr, copy_out, p, g, out16] { opt.step(p, g, lr, copy_out, out16); };
 }
 
-// A pass of the streaming probe over the whole span, split like the fused optimizers split it.
-std::function<void()> probe_step(const OptimizerBenchOptions& o, ThreadPool& pool, float* p,
-                                 const float* g, float* m, float* v, uint16_t* out16) {
+// A pass over the whole span by the pool, split like the fused optimizers split it (on p's
+// cache lines): `piece(begin, count)` for each thread's non-empty piece.
+using Piece = std::function<void(size_t begin, size_t count)>;
+std::function<void()> pooled_pass(const OptimizerBenchOptions& o, ThreadPool& pool, const float* p,
+                                  Piece piece) {
   const auto bounds = split_on_cache_lines(o.params, pool.size(), first_cache_line_index(p), 1);
-  return [&pool, bounds, p, g, m, v, out16] {
+  return [&pool, bounds, piece = std::move(piece)] {
     pool.run([&](int k) {
       const size_t b = bounds[static_cast<size_t>(k)];
       const size_t e = bounds[static_cast<size_t>(k) + 1];
-      if (e > b) stream_probe(p + b, g + b, m + b, v + b, e - b, out16 ? out16 + b : nullptr);
+      if (e > b) piece(b, e - b);
     });
   };
 }
 
-// A pass of the compressed states' streaming probe (stream_probe_states), split likewise.
+// A pass of the streaming probe (stream_probe) over the whole span.
+std::function<void()> probe_step(const OptimizerBenchOptions& o, ThreadPool& pool, float* p,
+                                 const float* g, float* m, float* v, uint16_t* out16) {
+  return pooled_pass(o, pool, p, [=](size_t b, size_t n) {
+    stream_probe(p + b, g + b, m + b, v + b, n, out16 ? out16 + b : nullptr);
+  });
+}
+
+// A pass of the compressed states' streaming probe (stream_probe_states), with m and v sized
+// here for `dtype`.
 std::function<void()> probe_states_step(const OptimizerBenchOptions& o, ThreadPool& pool,
                                         StateDtype dtype, float* p, const float* g,
                                         std::vector<uint8_t>& m, std::vector<uint8_t>& v,
                                         uint16_t* out16) {
-  const auto bounds = split_on_cache_lines(o.params, pool.size(), first_cache_line_index(p), 1);
   const size_t bytes = stored_element_bytes(dtype);
   m.assign(o.params * bytes, 0);
   v.assign(o.params * bytes, 1);
-  return [&pool, bounds, dtype, bytes, p, g, md = m.data(), vd = v.data(), out16] {
-    pool.run([&](int k) {
-      const size_t b = bounds[static_cast<size_t>(k)];
-      const size_t e = bounds[static_cast<size_t>(k) + 1];
-      if (e > b)
-        stream_probe_states(dtype, p + b, g + b, md + b * bytes, vd + b * bytes, e - b, out16 + b);
-    });
-  };
+  return pooled_pass(o, pool, p, [=, md = m.data(), vd = v.data()](size_t b, size_t n) {
+    stream_probe_states(dtype, p + b, g + b, md + b * bytes, vd + b * bytes, n, out16 + b);
+  });
 }
 
 // Phase 1: zoff's fused kernels and the streaming probes, interleaved (their ratio is the

@@ -5,14 +5,10 @@
 #include "zoff/optim/kernels.h"
 
 namespace zoff::optim {
-namespace {
-
-void write_out16(float p, CopyOut copy_out, uint16_t* out) {
+void reference_copy_out(float p, CopyOut copy_out, uint16_t* out) {
   if (copy_out == CopyOut::kBf16) *out = float_to_bf16(p);
   if (copy_out == CopyOut::kFp16) *out = float_to_fp16(p);
 }
-
-}  // namespace
 
 void reference_adam(const AdamCoefficients& c, float* params, const float* grads, float* exp_avg,
                     float* exp_avg_sq, size_t n, CopyOut copy_out, uint16_t* out16) {
@@ -27,7 +23,7 @@ void reference_adam(const AdamCoefficients& c, float* params, const float* grads
     exp_avg[i] = m;
     exp_avg_sq[i] = v;
     params[i] = p;
-    if (copy_out != CopyOut::kNone) write_out16(p, copy_out, out16 + i);
+    if (copy_out != CopyOut::kNone) reference_copy_out(p, copy_out, out16 + i);
   }
 }
 
@@ -43,7 +39,7 @@ void reference_sgd(const SgdCoefficients& c, float* params, const float* grads,
       d = c.nesterov ? std::fma(buf, c.momentum, d) : buf;
     }
     params[i] = std::fma(d, -c.lr, params[i]);
-    if (copy_out != CopyOut::kNone) write_out16(params[i], copy_out, out16 + i);
+    if (copy_out != CopyOut::kNone) reference_copy_out(params[i], copy_out, out16 + i);
   }
 }
 
@@ -55,7 +51,7 @@ void reference_adagrad(const AdagradCoefficients& c, float* params, const float*
     sum[i] = std::fma(g, g, sum[i]);
     const float std_dev = std::sqrt(sum[i]) + c.eps;
     params[i] = params[i] + (-c.clr * g) / std_dev;
-    if (copy_out != CopyOut::kNone) write_out16(params[i], copy_out, out16 + i);
+    if (copy_out != CopyOut::kNone) reference_copy_out(params[i], copy_out, out16 + i);
   }
 }
 

@@ -61,6 +61,8 @@ void fused_convert(const float* src, size_t n, CopyOut format, uint16_t* out16);
 void stream_probe(float* p, const float* g, float* m, float* v, size_t n, uint16_t* out16);
 
 // Plain scalar references: simple loops that follow LibTorch's operation order.
+// The 16-bit copy of one parameter as the references write it (nothing for kNone).
+void reference_copy_out(float p, CopyOut copy_out, uint16_t* out);
 void reference_adam(const AdamCoefficients& c, float* params, const float* grads, float* exp_avg,
                     float* exp_avg_sq, size_t n, CopyOut copy_out, uint16_t* out16);
 void reference_sgd(const SgdCoefficients& c, float* params, const float* grads,
