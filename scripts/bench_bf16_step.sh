@@ -7,9 +7,11 @@
 # wall_clock_breakdown beside the same phases timed around DDP's calls: no profiler, so no
 # distortion), and (PROFILE=1) a per-op profile of each side to $OUT/{zoff,ddp}_profile.txt.
 # Modes: zoff (its default transport: shared memory, the ranks sharing this host), zoff_gloo
-# (ZOFF_COMM_TRANSPORT=gloo: Gloo's TCP loopback, as before the shared-memory transport), ddp.
+# (ZOFF_COMM_TRANSPORT=gloo: Gloo's TCP loopback, as before the shared-memory transport),
+# zoff_stage0 / zoff_stage1 (the same config at ZeRO stage 0 or 1: where the stage's own cost
+# shows), ddp.
 # Env: ZOFF_BUILD_DIR (build), PRESET (small), STEPS (30), ROUNDS (2), PROFILE (0),
-#      MODES ("zoff ddp"; e.g. "zoff zoff_gloo ddp"), OUT (runs/bench_bf16_step),
+#      MODES ("zoff ddp"; e.g. "zoff zoff_gloo zoff_stage0 ddp"), OUT (runs/bench_bf16_step),
 #      CONFIG (examples/configs/gpt_${PRESET}_bf16_stage2.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,13 +32,20 @@ BATCH=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["train_bat
 TIMED_CONFIG="$OUT/config_timed.json"
 "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["wall_clock_breakdown"]=True
 json.dump(c, open(sys.argv[2], "w"))' "$CONFIG" "$TIMED_CONFIG"
+# The same at stages 0 and 1, for the zoff_stage0 / zoff_stage1 modes.
+for stage in 0 1; do
+  "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1]))
+c.setdefault("zero_optimization", {})["stage"]=int(sys.argv[3]); json.dump(c, open(sys.argv[2], "w"))' \
+    "$TIMED_CONFIG" "$OUT/config_timed_stage$stage.json" "$stage"
+done
 
-zoff_round() {  # $1: round, $2: mode (zoff or zoff_gloo); prints one JSON line
-  local mode="${2:-zoff}" transport=auto prof=()
+zoff_round() {  # $1: round, $2: mode (zoff, zoff_gloo, zoff_stage0, zoff_stage1); prints one JSON line
+  local mode="${2:-zoff}" transport=auto prof=() config="$TIMED_CONFIG"
   [[ "$mode" == zoff_gloo ]] && transport=gloo
+  [[ "$mode" == zoff_stage[01] ]] && config="$OUT/config_timed_${mode#zoff_}.json"
   [[ "${PROFILE:-0}" == 1 && "$1" == 1 ]] && prof=(--profile "$OUT/${mode}_profile.txt" --profile-steps 5)
   local cmd=("$ZOFF" launch -n 2 -- "$ZOFF" train --model gpt --preset "$PRESET" --seed 1
-             --config "$TIMED_CONFIG" --steps "$STEPS" --no-eval --log "$OUT/${mode}_$1.jsonl" "${prof[@]}")
+             --config "$config" --steps "$STEPS" --no-eval --log "$OUT/${mode}_$1.jsonl" "${prof[@]}")
   echo "+ ZOFF_COMM_TRANSPORT=$transport ${cmd[*]}" >&2
   ZOFF_COMM_TRANSPORT=$transport "${cmd[@]}" > "$OUT/${mode}_$1.out" 2>&1 \
     || { cat "$OUT/${mode}_$1.out" >&2; exit 1; }
@@ -51,6 +60,8 @@ PY
 }
 
 zoff_gloo_round() { zoff_round "$1" zoff_gloo; }
+zoff_stage0_round() { zoff_round "$1" zoff_stage0; }
+zoff_stage1_round() { zoff_round "$1" zoff_stage1; }
 
 ddp_round() {  # $1: round; prints one JSON line
   local prof=()

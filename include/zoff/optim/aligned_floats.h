@@ -7,9 +7,11 @@
 
 namespace zoff::optim {
 
-// `size` floats starting on a cache line (2 MiB-aligned and advised for transparent huge
-// pages when at least 2 MiB, which saves TLB misses on multi-GB state). Contents are
-// uninitialised; the owner fills them (possibly from several threads: first touch).
+// `size` floats starting on a cache line. From 2 MiB up: a mapping of its own, 2 MiB-aligned
+// and advised for transparent huge pages (fewer TLB misses on multi-GB state), never a piece
+// of malloc's heap, where the advice would also reach the heap's later tenants (see the .cpp).
+// Contents are uninitialised (the mapping's are zero); the owner fills them (possibly from
+// several threads: first touch).
 class AlignedFloats {
  public:
   AlignedFloats() = default;
@@ -22,7 +24,12 @@ class AlignedFloats {
 
  private:
   struct Free {
+    // Constructors, not a member initializer: unique_ptr needs Free default-constructible
+    // while AlignedFloats is still incomplete.
+    Free() : mapped_bytes(0) {}
+    explicit Free(size_t bytes) : mapped_bytes(bytes) {}
     void operator()(float* p) const;
+    size_t mapped_bytes;  // > 0: the array is a mapping of this many bytes; 0: malloc's
   };
   std::unique_ptr<float, Free> data_;
   size_t size_ = 0;
