@@ -1,5 +1,5 @@
 // AlignedFloats: alignment, and large arrays in a THP-advised mapping of their own, never in
-// malloc's heap (where the advice reached the activations after them: the bf16 step figures).
+// malloc's heap (states placed there slowed the bf16 step: the README's session-40 figures).
 #include "zoff/optim/aligned_floats.h"
 
 #include <gtest/gtest.h>

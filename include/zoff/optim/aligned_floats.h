@@ -9,7 +9,8 @@ namespace zoff::optim {
 
 // `size` floats starting on a cache line. From 2 MiB up: a mapping of its own, 2 MiB-aligned
 // and advised for transparent huge pages (fewer TLB misses on multi-GB state), never a piece
-// of malloc's heap, where the advice would also reach the heap's later tenants (see the .cpp).
+// of malloc's heap, where the advice split the heap's mapping and, measured, slowed the bf16
+// step (see the .cpp).
 // Contents are uninitialised (the mapping's are zero); the owner fills them (possibly from
 // several threads: first touch).
 class AlignedFloats {
