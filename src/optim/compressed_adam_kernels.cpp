@@ -89,20 +89,35 @@ HWY_INLINE hn::Vec<D> decode_unsigned_lanes(D d, const uint8_t* HWY_RESTRICT q, 
   return hn::Mul(hn::Mul(b, b), step);
 }
 
+// The coefficients of the int8 update as vectors, made once per block rather than per
+// vector: built inside the loop, GCC reloaded them from the stack and negated the step size
+// again for every vector (code stores, char typed, may alias any local whose address escaped).
+template <class D>
+struct Int8UpdateLanes {
+  hn::Vec<D> decay, l2, one_minus_beta1, one_minus_beta2, inv_bc2, eps, neg_step_size;
+  Int8UpdateLanes(D d, const AdamCoefficients& c, float inv_bias_correction2)
+      : decay(hn::Set(d, c.decay)),
+        l2(hn::Set(d, c.l2)),
+        one_minus_beta1(hn::Set(d, c.one_minus_beta1)),
+        one_minus_beta2(hn::Set(d, c.one_minus_beta2)),
+        inv_bc2(hn::Set(d, inv_bias_correction2)),
+        eps(hn::Set(d, c.eps)),
+        neg_step_size(hn::Set(d, -c.step_size)) {}
+};
+
 // The int8 kernel's Adam / AdamW update (compressed_adam.h, int8_adam_update): m and v come
 // in as beta1 m and beta2 v (the decoders' steps carry the betas) and leave as the new m and
 // v; the bias correction multiplies by its inverse. Returns sqrt(v) of the new v, which the
 // encoder of v reuses. kL2: kNone or kAdded (the loop is instantiated for each).
 template <L2Term kL2, class D, class V>
-HWY_INLINE V int8_adam_update_root(D d, const AdamCoefficients& c, float inv_bc2, V& p, V g, V& m,
-                                   V& v) {
-  p = hn::Mul(p, hn::Set(d, c.decay));
-  if (kL2 == L2Term::kAdded) g = fmadd(d, p, hn::Set(d, c.l2), g);
-  m = fmadd(d, g, hn::Set(d, c.one_minus_beta1), m);
-  v = fmadd(d, hn::Mul(hn::Set(d, c.one_minus_beta2), g), g, v);
+HWY_INLINE V int8_adam_update_root(D d, const Int8UpdateLanes<D>& coef, V& p, V g, V& m, V& v) {
+  p = hn::Mul(p, coef.decay);
+  if (kL2 == L2Term::kAdded) g = fmadd(d, p, coef.l2, g);
+  m = fmadd(d, g, coef.one_minus_beta1, m);
+  v = fmadd(d, hn::Mul(coef.one_minus_beta2, g), g, v);
   const auto root = hn::Sqrt(v);
-  const auto denom = fmadd(d, root, hn::Set(d, inv_bc2), hn::Set(d, c.eps));
-  p = hn::Add(p, hn::Div(hn::Mul(hn::Set(d, -c.step_size), m), denom));
+  const auto denom = fmadd(d, root, coef.inv_bc2, coef.eps);
+  p = hn::Add(p, hn::Div(hn::Mul(coef.neg_step_size, m), denom));
   return root;
 }
 
@@ -270,14 +285,14 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
   g += begin;
   if (kOut != CopyOut::kNone) out += begin;
   // Inlined by force: GCC would otherwise call it once per vector (three call sites).
-  auto lanes = [&](auto d, size_t i, auto& m_acc, auto& v_acc) HWY_ATTR
+  auto lanes = [&](auto d, const auto& coef, size_t i, auto& m_acc, auto& v_acc) HWY_ATTR
       __attribute__((always_inline)) {
     prefetch_l2(p + i + kPrefetchAhead);
     prefetch_l2(g + i + kPrefetchAhead);
     auto vp = hn::LoadU(d, p + i);
     auto vm = decode_signed_lanes(d, m_codes + i, hn::Set(d, m_step));
     auto vv = decode_unsigned_lanes(d, v_codes + i, hn::Set(d, v_step));
-    const auto root = int8_adam_update_root<kL2>(d, c, inv_bc2, vp, hn::LoadU(d, g + i), vm, vv);
+    const auto root = int8_adam_update_root<kL2>(d, coef, vp, hn::LoadU(d, g + i), vm, vv);
     hn::StoreU(vm, d, x.m + i);
     hn::StoreU(root, d, x.root + i);
     hn::StoreU(vp, d, p + i);
@@ -299,11 +314,12 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
   };
   const hn::ScalableTag<float> d;
   const size_t lanes_d = hn::Lanes(d);
+  const Int8UpdateLanes<hn::ScalableTag<float>> coef(d, c, inv_bc2);
   auto m_acc = hn::Zero(d), v_acc = hn::Zero(d);
   size_t i = 0;
   const PendingEncode prev = previous;  // a local, as `c`: stores cannot move its fields
   auto vector_at = [&](size_t at, auto encode_previous) HWY_ATTR __attribute__((always_inline)) {
-    lanes(d, at, m_acc, v_acc);
+    lanes(d, coef, at, m_acc, v_acc);
     if constexpr (decltype(encode_previous)::value) encode_lanes_at(d, prev, at);
   };
   auto vectors = [&](auto encode_previous) HWY_ATTR {
@@ -327,9 +343,10 @@ HWY_INLINE void update_int8_block(const AdamCoefficients& c, float* p, const flo
   x.m_max = reduce_absmax(d, m_acc, 0.0f);
   x.v_max = reduce_absmax(d, v_acc, 0.0f);
   const hn::CappedTag<float, 1> d1;  // the tail, one lane at a time
+  const Int8UpdateLanes<hn::CappedTag<float, 1>> coef1(d1, c, inv_bc2);
   for (; i < n; ++i) {
     auto m1 = hn::Zero(d1), v1 = hn::Zero(d1);
-    lanes(d1, i, m1, v1);
+    lanes(d1, coef1, i, m1, v1);
     x.m_max = reduce_absmax(d1, m1, x.m_max);
     x.v_max = reduce_absmax(d1, v1, x.v_max);
   }
