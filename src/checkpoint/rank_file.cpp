@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zoff/core/error.h"
+#include "zoff/core/round_up.h"
 
 namespace zoff::checkpoint {
 namespace {
@@ -15,8 +16,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 // A header longer than this is not one of ours (protects against reading garbage sizes).
 constexpr uint32_t kMaxHeaderJsonBytes = 1u << 20;
 constexpr size_t kPrefixBytes = 16;  // magic, version, JSON length
-
-uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 }  // namespace
 
@@ -41,10 +40,10 @@ FileDigest write_rank_file(const std::string& path, RankFileHeader header) {
     s.offset = offset;
     j["sections"].push_back(
         {{"name", s.name}, {"dtype", s.dtype}, {"offset", s.offset}, {"bytes", s.bytes}});
-    offset = align_up(offset + s.bytes, kRankFileAlign);
+    offset = round_up(offset + s.bytes, kRankFileAlign);
   }
   const std::string text = j.dump();
-  header.data_start = align_up(kPrefixBytes + text.size(), kRankFileAlign);
+  header.data_start = round_up(kPrefixBytes + text.size(), kRankFileAlign);
 
   std::string prefix(kPrefixBytes, '\0');
   const uint32_t version = kRankFileVersion;
@@ -117,7 +116,7 @@ RankFileHeader read_rank_file_header(int fd, const std::string& path, uint64_t f
   } catch (const nlohmann::json::exception& e) {
     throw UsageError(detail::concat(path, ": corrupt header: ", e.what()));
   }
-  h.data_start = align_up(kPrefixBytes + json_bytes, kRankFileAlign);
+  h.data_start = round_up(kPrefixBytes + json_bytes, kRankFileAlign);
   for (const auto& s : h.sections) {
     ZOFF_CHECK_ARG(h.data_start + s.offset + s.bytes <= file_bytes, path, ": truncated (section '",
                    s.name, "' ends at byte ", h.data_start + s.offset + s.bytes, ", file has ",

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "zoff/core/error.h"
+#include "zoff/core/round_up.h"
 
 namespace zoff::dist {
 namespace {
@@ -23,8 +24,6 @@ constexpr int kSpins = 64;           // polls before sleeping: a peer is often m
 constexpr auto kSleepSlice = std::chrono::milliseconds(50);  // between liveness checks
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain words");
-
-size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 size_t slots_offset(int size) {
   return round_up(kLine + kLine * static_cast<size_t>(size), kSlotAlign);

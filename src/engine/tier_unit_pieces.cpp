@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "zoff/core/error.h"
+#include "zoff/core/round_up.h"
 #include "zoff/engine/unit_pieces.h"
 
 namespace zoff::engine {
@@ -10,9 +11,6 @@ namespace {
 
 // Bytes of the staging buffer that setup's pieces are appended through.
 constexpr size_t kFillChunkBytes = size_t{4} << 20;
-
-size_t round_down(size_t x, size_t a) { return x / a * a; }
-size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 class TierUnitPieces final : public UnitPieces {
  public:

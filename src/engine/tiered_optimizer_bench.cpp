@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "zoff/core/error.h"
+#include "zoff/core/round_up.h"
 #include "zoff/engine/tiered_optimizer.h"
 #include "zoff/offload/io_bench.h"
 #include "zoff/offload/tier.h"
@@ -40,8 +41,6 @@ void fill_inputs(float* p, float* g, size_t n) {
     g[i] = static_cast<float>(static_cast<int>((i * 7919) % 2001) - 1000) * 1e-5f;
   }
 }
-
-size_t round_up(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
 
 double seconds_of(const std::function<void()>& work) {
   const auto start = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 
 #include "io_error.h"
 #include "zoff/core/error.h"
+#include "zoff/core/round_up.h"
 
 namespace zoff::offload {
 
@@ -33,7 +34,7 @@ HostBuffer::HostBuffer(size_t bytes, size_t alignment, bool lock) {
   ZOFF_CHECK_ARG(alignment >= 64 && (alignment & (alignment - 1)) == 0,
                  "host buffer alignment = ", alignment, ": must be a power of two >= 64");
   bytes_ = bytes;
-  capacity_ = (bytes + alignment - 1) / alignment * alignment;
+  capacity_ = round_up(bytes, alignment);
   if (capacity_ == 0) return;
   void* p = nullptr;
   const int rc = posix_memalign(&p, alignment, capacity_);

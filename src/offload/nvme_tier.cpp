@@ -10,6 +10,7 @@
 #include "tier_file.h"
 #include "transfer.h"
 #include "zoff/core/error.h"
+#include "zoff/core/round_up.h"
 #include "zoff/offload/tier.h"
 
 namespace zoff::offload {
@@ -18,9 +19,7 @@ namespace {
 
 constexpr size_t kDiskAlignment = 4096;  // bytes: O_DIRECT offsets, lengths and buffers
 
-size_t padded(size_t bytes) {
-  return (bytes + kDiskAlignment - 1) / kDiskAlignment * kDiskAlignment;
-}
+size_t padded(size_t bytes) { return round_up(bytes, kDiskAlignment); }
 
 void warn_buffered_once(const std::string& dir) {
   static std::once_flag once;

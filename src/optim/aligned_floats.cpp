@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "zoff/core/error.h"
+#include "zoff/core/round_up.h"
 
 namespace zoff::optim {
 namespace {
@@ -24,7 +25,7 @@ float* map_huge_aligned(size_t bytes) {
   void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ZOFF_CHECK(raw != MAP_FAILED, "AlignedFloats: cannot map ", bytes, " bytes");
   const auto base = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t start = (base + kHugePage - 1) / kHugePage * kHugePage;
+  const uintptr_t start = round_up(base, kHugePage);
   // Give back the slack before and after the aligned range (page-multiples both).
   if (start > base) munmap(raw, start - base);
   const uintptr_t end = start + bytes;
@@ -41,11 +42,11 @@ AlignedFloats::AlignedFloats(size_t size) : size_(size) {
   const size_t bytes = size * sizeof(float);
   ZOFF_CHECK_ARG(bytes / sizeof(float) == size, "AlignedFloats: ", size, " floats overflow");
   if (bytes >= kHugePage) {
-    const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    const size_t rounded = round_up(bytes, kHugePage);
     data_ = std::unique_ptr<float, Free>(map_huge_aligned(rounded), Free{rounded});
     return;
   }
-  const size_t rounded = (bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
+  const size_t rounded = round_up(bytes, kCacheLine);
   void* p = std::aligned_alloc(kCacheLine, rounded);
   ZOFF_CHECK(p != nullptr, "AlignedFloats: cannot allocate ", rounded, " bytes");
   data_.reset(static_cast<float*>(p));
