@@ -20,6 +20,7 @@
 #include "zoff/core/limits.h"
 #include "zoff/core/output_path.h"
 #include "zoff/core/process_memory.h"
+#include "zoff/core/round_up.h"
 #include "zoff/data/dataset.h"
 #include "zoff/data/distributed_sampler.h"
 #include "zoff/data/fashion_mnist.h"

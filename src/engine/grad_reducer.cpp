@@ -143,17 +143,19 @@ void GradReducer::begin_backward(bool boundary) {
 constexpr size_t kStagingBuffers = 2;
 
 torch::Tensor GradReducer::acquire_staging() {
-  // A buffer of a collective already done first; then a new one, up to kStagingBuffers; then
-  // wait for the oldest collective.
-  if (free_staging_.empty()) drain_finished();
-  if (free_staging_.empty() && !in_flight_.empty() &&
-      staging_allocated_ >= kStagingBuffers * static_cast<size_t>(max_bucket_)) {
-    drain_one();
-  }
-  if (!free_staging_.empty()) {
-    auto t = free_staging_.back();
-    free_staging_.pop_back();
-    return t;
+  // New buffers first, up to kStagingBuffers; then a buffer of a collective already done;
+  // then wait for the oldest collective. New first, not a done buffer first: how many buffers
+  // a backward allocates then does not hang on how soon the peers finish a collective, so
+  // buffer_bytes() (the memory report's, the run plan's "reduce staging") is the same in every
+  // run. Past the cap only when no collective is in flight (buckets filling out of order).
+  if (staging_allocated_ >= kStagingBuffers * static_cast<size_t>(max_bucket_)) {
+    if (free_staging_.empty()) drain_finished();
+    if (free_staging_.empty() && !in_flight_.empty()) drain_one();
+    if (!free_staging_.empty()) {
+      auto t = free_staging_.back();
+      free_staging_.pop_back();
+      return t;
+    }
   }
   staging_allocated_ += static_cast<size_t>(max_bucket_);
   return torch::empty(

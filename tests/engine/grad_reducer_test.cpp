@@ -139,9 +139,11 @@ TEST(GradReducer, ParametersWithoutGradientReduceToZeroInReusedStaging) {
   });
 }
 
-// With overlap, buckets fill while earlier buckets' collectives run, in at most two staging
-// buffers: a rank whose peer is late (its collectives cannot finish) stages the second
-// bucket in a new buffer, then waits instead of growing the pool, and the sums stay right.
+// With overlap, buckets fill while earlier buckets' collectives run, in two staging buffers
+// exactly: a rank whose peer is late (its collectives cannot finish) stages the second
+// bucket in a new buffer, then waits instead of growing the pool; the late rank, whose
+// collectives end at once, allocates the same two (the count does not hang on timing, so
+// the memory report is the same in every run); and the sums stay right.
 TEST(GradReducer, StagingPoolHoldsTwoBucketsWhilePeersAreLate) {
   constexpr int kWorld = 2;
   constexpr int64_t kUnits = 6, kElems = 40;  // one bucket per unit: 40 elements, 20 per rank
@@ -172,10 +174,7 @@ TEST(GradReducer, StagingPoolHoldsTwoBucketsWhilePeersAreLate) {
     loss.backward();
     reducer.end_backward();
     const size_t bucket_bytes = kElems * sizeof(uint16_t);
-    if (rank == 0) {
-      EXPECT_EQ(reducer.buffer_bytes(), 2 * bucket_bytes);
-    }
-    EXPECT_LE(reducer.buffer_bytes(), 2 * bucket_bytes) << "rank " << rank;
+    EXPECT_EQ(reducer.buffer_bytes(), 2 * bucket_bytes) << "rank " << rank;
     // Every element of unit u sums to (u + 1) + (u + 2) over the two ranks.
     for (const auto& unit : layout.units()) {
       const int64_t u = std::stol(unit.name.substr(1));
