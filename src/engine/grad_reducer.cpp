@@ -121,6 +121,7 @@ void GradReducer::begin_backward(bool boundary) {
   ZOFF_CHECK(!active_, "backward started twice without end_backward()");
   active_ = true;
   boundary_ = boundary;
+  staging_acquired_ = 0;
   // Re-bind in case the user reset .grad (Module::zero_grad sets it to none).
   if (bound_) full_grads_->bind_as_grads(params_);
   std::fill(bucket_ready_.begin(), bucket_ready_.end(), 0);
@@ -143,12 +144,16 @@ void GradReducer::begin_backward(bool boundary) {
 constexpr size_t kStagingBuffers = 2;
 
 torch::Tensor GradReducer::acquire_staging() {
-  // New buffers first, up to kStagingBuffers; then a buffer of a collective already done;
-  // then wait for the oldest collective. New first, not a done buffer first: how many buffers
-  // a backward allocates then does not hang on how soon the peers finish a collective, so
-  // buffer_bytes() (the memory report's, the run plan's "reduce staging") is the same in every
-  // run. Past the cap only when no collective is in flight (buckets filling out of order).
-  if (staging_allocated_ >= kStagingBuffers * static_cast<size_t>(max_bucket_)) {
+  // The k-th buffer a backward takes (k from 0) is a new one while fewer than
+  // min(k + 1, kStagingBuffers) exist; otherwise a buffer of a collective already done, or
+  // the oldest collective's once it ends. Not "a done buffer first": how many buffers a
+  // backward allocated then hung on how soon the peers finished a collective, and with it
+  // buffer_bytes() (the memory report's, which the run plan's "reduce staging" predicts as
+  // min(2, buckets)). Past the cap only when no collective is in flight (buckets filling out
+  // of order). Every buffer is free again when a backward begins (end_backward drains).
+  const size_t wanted = std::min(staging_acquired_ + 1, kStagingBuffers);
+  ++staging_acquired_;
+  if (staging_allocated_ >= wanted * static_cast<size_t>(max_bucket_)) {
     if (free_staging_.empty()) drain_finished();
     if (free_staging_.empty() && !in_flight_.empty()) drain_one();
     if (!free_staging_.empty()) {

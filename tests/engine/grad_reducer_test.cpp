@@ -186,6 +186,32 @@ TEST(GradReducer, StagingPoolHoldsTwoBucketsWhilePeersAreLate) {
   });
 }
 
+// How many staging buffers a run keeps does not hang on timing: min(2, buckets), as the run
+// plan's "reduce staging" counts, after every backward. A model that fits one bucket keeps
+// one buffer (that bucket can be the whole model's gradients), however many backwards run.
+TEST(GradReducer, StagingBuffersAreMinOfTwoAndBucketsAfterEveryBackward) {
+  constexpr int kWorld = 2;
+  testing::run_ranks(kWorld, [&](dist::CommPtr comm, int rank) {
+    for (const int64_t bucket_elems : {int64_t{1} << 20, int64_t{16}}) {  // one; one per unit
+      ReducerUnderTest setup(comm, torch::kBFloat16, bucket_elems);
+      int64_t largest = 0;  // elements of the largest bucket
+      for (const auto& unit : setup.layout->units()) {
+        largest = std::max(largest, unit.shard_size * kWorld);
+      }
+      if (setup.reducer->bucket_count() == 1) largest = setup.layout->padded_numel();
+      const size_t buffers = std::min<size_t>(2, setup.reducer->bucket_count());
+      for (int step = 0; step < 3; ++step) {
+        setup.backward(rank, {0, 1, 2, 3}, 1.0);
+        setup.reducer->zero_grads();
+        EXPECT_EQ(setup.reducer->buffer_bytes(),
+                  buffers * static_cast<size_t>(largest) * sizeof(uint16_t))
+            << "rank " << rank << ", " << setup.reducer->bucket_count() << " buckets, backward "
+            << step;
+      }
+    }
+  });
+}
+
 TEST(GradReducer, GradientOfAnotherDtypeThanTheStagingIsRefused) {
   testing::run_ranks(2, [&](dist::CommPtr comm, int rank) {
     std::vector<torch::Tensor> params{torch::zeros({6}).requires_grad_()};  // fp32 gradient

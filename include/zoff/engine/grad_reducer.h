@@ -136,6 +136,7 @@ class GradReducer {
   std::vector<std::unique_ptr<Pending>> in_flight_;
   int64_t max_bucket_ = 0;
   size_t staging_allocated_ = 0;  // elements ever allocated for staging
+  size_t staging_acquired_ = 0;   // staging buffers taken since begin_backward()
   torch::ScalarType staging_dtype() const;
   bool active_ = false;
   bool boundary_ = false;
