@@ -44,12 +44,19 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+// A fio pass that has not ended after this long is stuck (a hung device, a full disk that
+// blocks): coreutils' `timeout` ends it (exit status 124) rather than let the bench hang.
+// Generous: a 64 GiB file at 200 MB/s takes ~340 s.
+constexpr int kFioTimeoutSeconds = 900;
+constexpr int kTimeoutExitStatus = 124;
+
 // One fio job with the tier's pattern: sequential, O_DIRECT, io_uring, the same block size,
 // queue depth, file size and directory. Returns GB/s (1e9 bytes/s).
 double run_fio(const offload::IoBenchOptions& o, const std::string& file, bool write) {
   const std::string rw = write ? "write" : "read";
   const std::string command =
-      "fio --name=zoff_bench_io --filename=" + shell_quote(file) +
+      "timeout --kill-after=10 " + std::to_string(kFioTimeoutSeconds) +
+      " fio --name=zoff_bench_io --filename=" + shell_quote(file) +
       " --size=" + std::to_string(o.file_bytes) + " --bs=" + std::to_string(o.aio.block_size) +
       " --iodepth=" + std::to_string(o.aio.queue_depth) +
       " --ioengine=io_uring --direct=1 --numjobs=1 --rw=" + rw + " --output-format=json 2>&1";
@@ -59,6 +66,8 @@ double run_fio(const offload::IoBenchOptions& o, const std::string& file, bool w
   char chunk[4096];
   for (size_t n; (n = fread(chunk, 1, sizeof chunk, pipe)) > 0;) out.append(chunk, n);
   const int status = pclose(pipe);
+  ZOFF_CHECK(!WIFEXITED(status) || WEXITSTATUS(status) != kTimeoutExitStatus, "bench io: fio ", rw,
+             " did not finish within ", kFioTimeoutSeconds, " s (--dir ", o.dir, ")");
   ZOFF_CHECK(status == 0, "bench io: fio ", rw, " failed (status ", status,
              "): ", out.substr(0, 300));
   // fio may print notes before its JSON object.
