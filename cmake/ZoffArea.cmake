@@ -6,6 +6,48 @@ set(ZOFF_AREA_NAMES "" CACHE INTERNAL "")
 # Areas with a static library (not header-only), in definition order (leaves first).
 set(ZOFF_COMPILED_AREAS "" CACHE INTERNAL "")
 
+# The shared precompiled header: built once by zoff_pch (a one-line library compiled with the
+# flags every zoff target uses), reused by the others (zoff_use_shared_pch). Targets with
+# other flags (the pybind11 module, benchmarks) parse the headers themselves.
+function(zoff_shared_pch)
+  if(NOT ZOFF_USE_PCH)
+    return()
+  endif()
+  file(WRITE ${PROJECT_BINARY_DIR}/generated/zoff_pch.cpp "// zoff_pch: carries the shared PCH\n")
+  add_library(zoff_pch STATIC ${PROJECT_BINARY_DIR}/generated/zoff_pch.cpp)
+  target_compile_options(zoff_pch PRIVATE ${ZOFF_WARNINGS})
+  target_link_libraries(zoff_pch PRIVATE zoff_torch)
+  target_precompile_headers(zoff_pch PRIVATE <torch/torch.h>)
+endfunction()
+
+function(zoff_use_shared_pch target)
+  # zoff_optim compiles with -fopenmp, which defines _OPENMP: GCC refuses a header image
+  # built without it. Most of its files are kernels that include no LibTorch header anyway.
+  if(NOT ZOFF_USE_PCH OR target STREQUAL "zoff_optim")
+    return()
+  endif()
+  target_precompile_headers(${target} REUSE_FROM zoff_pch)
+  # GCC refuses an image built with other -fpic/-fpie settings. With position-independent
+  # code on (the Python package links the areas into a shared module), the libraries and
+  # the image are -fPIC and an executable would get -fPIE: it compiles with -fPIC instead,
+  # which serves an executable as well.
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "EXECUTABLE" AND CMAKE_POSITION_INDEPENDENT_CODE)
+    set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+    target_compile_options(${target} PRIVATE -fPIC)
+  endif()
+  # Highway kernels (hwy/foreach_target.h compiles the file once per SIMD target) include
+  # no LibTorch header, and GCC 12 warns inside its AVX-512 intrinsics when LibTorch's
+  # image comes first: they parse their own headers.
+  get_target_property(srcs ${target} SOURCES)
+  foreach(src ${srcs})
+    file(STRINGS ${src} uses_highway_targets REGEX "#include <hwy/foreach_target.h>")
+    if(uses_highway_targets)
+      set_source_files_properties(${src} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+    endif()
+  endforeach()
+endfunction()
+
 function(zoff_area name)
   cmake_parse_arguments(A "" "" "DEPS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
@@ -14,9 +56,7 @@ function(zoff_area name)
   if(srcs)
     add_library(zoff_${name} STATIC ${srcs})
     target_compile_options(zoff_${name} PRIVATE ${ZOFF_WARNINGS})
-    if(ZOFF_USE_PCH)
-      target_precompile_headers(zoff_${name} PRIVATE <torch/torch.h>)
-    endif()
+    zoff_use_shared_pch(zoff_${name})
     target_include_directories(zoff_${name} PUBLIC ${includes})
     target_link_libraries(zoff_${name} PUBLIC ${A_DEPS})
     set(ZOFF_COMPILED_AREAS ${ZOFF_COMPILED_AREAS} ${name} CACHE INTERNAL "")
@@ -33,17 +73,18 @@ function(zoff_area name)
 endfunction()
 
 # Tests of area X live in tests/X/*.cpp and build into zoff_test_X. Tests that run the
-# `zoff` binary or read shared test data find paths in the generated zoff_test_paths.h.
+# `zoff` binary or read shared test data find paths through tests/zoff_test_paths.h, defined
+# in one generated source per binary so that no other test object depends on the checkout's
+# path (a compiler cache filled by one checkout then serves a fresh clone elsewhere).
 function(zoff_area_tests)
-  configure_file(${PROJECT_SOURCE_DIR}/tests/zoff_test_paths.h.in
-                 ${PROJECT_BINARY_DIR}/generated/zoff_test_paths.h)
+  set(paths_cpp ${PROJECT_BINARY_DIR}/generated/zoff_test_paths.cpp)
+  configure_file(${PROJECT_SOURCE_DIR}/tests/zoff_test_paths.cpp.in ${paths_cpp})
   foreach(name ${ZOFF_AREA_NAMES} cli)
     file(GLOB tsrcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/*.cpp)
     if(tsrcs)
-      add_executable(zoff_test_${name} ${tsrcs})
+      add_executable(zoff_test_${name} ${tsrcs} ${paths_cpp})
       target_compile_options(zoff_test_${name} PRIVATE ${ZOFF_WARNINGS})
-      target_include_directories(zoff_test_${name} PRIVATE ${PROJECT_BINARY_DIR}/generated
-                                                           ${PROJECT_SOURCE_DIR}/tests)
+      target_include_directories(zoff_test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
       # An area's tests link that area (and what it depends on) only, so building one
       # area's tests does not build the others.
       if(name STREQUAL "cli")
@@ -53,14 +94,17 @@ function(zoff_area_tests)
       endif()
       target_link_libraries(zoff_test_${name} PRIVATE ${test_deps} GTest::gtest
                                                       GTest::gtest_main GTest::gmock)
-      if(ZOFF_USE_PCH)
-        target_precompile_headers(zoff_test_${name} PRIVATE <torch/torch.h> <gtest/gtest.h>)
-      endif()
+      zoff_use_shared_pch(zoff_test_${name})
       if(name STREQUAL "cli" OR name STREQUAL "dist")
         add_dependencies(zoff_test_${name} zoff)  # these tests run the `zoff` binary
       endif()
       gtest_discover_tests(zoff_test_${name} DISCOVERY_TIMEOUT 120
                            PROPERTIES LABELS ${name} TIMEOUT 900)
+      list(APPEND ZOFF_TEST_LIST_VARS zoff_test_${name}_TESTS)
     endif()
   endforeach()
+  # After the discovered tests' include files: marks the cases that must run alone.
+  set(resources ${PROJECT_BINARY_DIR}/generated/ZoffTestResources.cmake)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/ZoffTestResources.cmake.in ${resources} @ONLY)
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${resources})
 endfunction()

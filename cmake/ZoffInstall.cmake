@@ -39,7 +39,10 @@ foreach(dir ${TORCH_INCLUDE_DIRS})
   endif()
 endforeach()
 string(APPEND ZOFF_PC_TORCH_CFLAGS " ${TORCH_CXX_FLAGS}")
-set(ZOFF_PC_TORCH_LIBS "-L${ZOFF_TORCH_LIBDIR} -ltorch -ltorch_cpu -lc10")
+# LibTorch's CPU library and c10, as zoff_torch links them; the rpath finds them at run time
+# (the wheel's torch/lib is no system directory).
+set(ZOFF_PC_TORCH_LIBS
+    "-L${ZOFF_TORCH_LIBDIR} -Wl,--no-as-needed -ltorch_cpu -Wl,--as-needed -lc10 -Wl,-rpath,${ZOFF_TORCH_LIBDIR}")
 file(RELATIVE_PATH ZOFF_PC_PREFIX_FROM_PCFILEDIR "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/zoff.pc.in ${PROJECT_BINARY_DIR}/package/zoff.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/package/zoff.pc

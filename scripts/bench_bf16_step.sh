@@ -18,7 +18,8 @@ cd "$(dirname "$0")/.."
 source scripts/zoff_vs_ddp_rounds.sh
 BUILD_DIR="${ZOFF_BUILD_DIR:-build}"
 ZOFF="$BUILD_DIR/zoff"
-PY=/usr/bin/python3  # Debian's, the one with torch (PATH may hold another)
+source scripts/env.sh
+PY="$ZOFF_PY"  # the venv with the pinned torch (scripts/setup.sh)
 PRESET="${PRESET:-small}"
 STEPS="${STEPS:-30}"
 ROUNDS="${ROUNDS:-2}"

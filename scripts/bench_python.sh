@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/zoff_vs_ddp_rounds.sh
 BUILD_DIR="${ZOFF_BUILD_DIR:-build}"
-PY=/usr/bin/python3  # Debian's, the one with torch (PATH may hold another)
+source scripts/env.sh
+PY="$ZOFF_PY"  # the venv with the pinned torch (scripts/setup.sh)
 export PYTHONPATH="$PWD/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
 ARGS=(--preset "${PRESET:-small}" --steps "${STEPS:-30}" --batch "${BATCH:-8}")
 OUT="${OUT:-runs/bench_python}"

@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# Configures and builds zoff into build/ (or $ZOFF_BUILD_DIR) with every core.
+# Configures and builds zoff into build/ (or $ZOFF_BUILD_DIR) with every core, against the
+# LibTorch of the venv's torch wheel, through ccache when it is installed.
+# --configure-only: configure and stop; other arguments go to `cmake --build`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/env.sh
 BUILD_DIR="${ZOFF_BUILD_DIR:-build}"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${ZOFF_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+
+launcher=()
+[[ -n "${CCACHE_DIR:-}" ]] && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+torch_prefix="$("$ZOFF_PY" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${ZOFF_BUILD_TYPE:-RelWithDebInfo}" \
+  -DCMAKE_PREFIX_PATH="$torch_prefix" -DZOFF_PYTHON_EXECUTABLE="$ZOFF_PY" "${launcher[@]}" >/dev/null
+[[ "${1:-}" == "--configure-only" ]] && exit 0
 cmake --build "$BUILD_DIR" -j "$(nproc)" "$@"

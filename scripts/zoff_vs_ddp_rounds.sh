@@ -4,7 +4,7 @@
 # "times_ms": phase -> median ms. Echoes each round, then the median tokens/s of each mode, its
 # ratio to ddp and each round's own ratio (when ddp is among the modes), and the phase times
 # of all modes side by side.
-# Needs $PY (Debian's python3).
+# Needs $PY (the venv's python, with torch).
 alternate_rounds() {
   local rounds="$1" cmd="$2" results=() line round mode
   for round in $(seq "$rounds"); do

@@ -30,7 +30,7 @@ class LayerNorm(nn.LayerNorm):
     def forward(self, x):
         if x.dtype == torch.float32:
             return super().forward(x)
-        if zoff_nn is not None and x.dtype == torch.bfloat16 and not torch.is_autocast_cpu_enabled():
+        if zoff_nn is not None and x.dtype == torch.bfloat16 and not torch.is_autocast_enabled("cpu"):
             return zoff_nn.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
         return F.layer_norm(x.float(), self.normalized_shape, self.weight.float(),
                             self.bias.float(), self.eps).to(x.dtype)

@@ -12,10 +12,19 @@ import torch.distributed as dist
 import tiny_gpt
 import zoff
 from gpt import gpt_loss
+from mha_gpt import MhaGPT
 
 
-def zoff_run(stage, data, world, rank):
-    model = tiny_gpt.model()
+def make_model(name):
+    """The examples' GPT (tiny_gpt) or a user's GPT built from nn.MultiheadAttention."""
+    if name == "gpt":
+        return tiny_gpt.model()
+    torch.manual_seed(1)
+    return MhaGPT(**tiny_gpt.TINY)
+
+
+def zoff_run(model_name, stage, data, world, rank):
+    model = make_model(model_name)
     engine = zoff.initialize(model=model, config=tiny_gpt.config(stage))
     micro, accum = engine.train_micro_batch_size_per_gpu(), engine.gradient_accumulation_steps()
     losses = []
@@ -34,8 +43,8 @@ def zoff_run(stage, data, world, rank):
     return losses, engine.full_parameters()
 
 
-def reference_run(data):
-    model = tiny_gpt.model()
+def reference_run(model_name, data):
+    model = make_model(model_name)
     cfg = tiny_gpt.config(0)["optimizer"]["params"]
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], betas=cfg["betas"], eps=cfg["eps"],
                             weight_decay=cfg["weight_decay"])
@@ -52,6 +61,7 @@ def reference_run(data):
 
 def main():
     p = argparse.ArgumentParser()
+    p.add_argument("--model", choices=["gpt", "mha"], default="gpt")
     p.add_argument("--stages", default="0,1,2,3")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--out", required=True)
@@ -61,9 +71,9 @@ def main():
         dist.init_process_group("gloo")
     data = tiny_gpt.tokens(a.steps)
     results = {}
-    ref_losses, ref_params = reference_run(data) if rank == 0 else (None, None)
+    ref_losses, ref_params = reference_run(a.model, data) if rank == 0 else (None, None)
     for stage in (int(s) for s in a.stages.split(",")):
-        losses, params = zoff_run(stage, data, world, rank)
+        losses, params = zoff_run(a.model, stage, data, world, rank)
         if rank != 0:
             continue
         loss_diff = max(abs(x - y) / abs(y) for x, y in zip(losses, ref_losses))

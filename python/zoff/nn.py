@@ -31,10 +31,10 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """F.layer_norm; bf16 x over its last dimension with both weight and bias (bf16 or fp32):
     zoff's kernel, the fp32 result rounded once to bf16 (what widening x to fp32, layer_norm
     and rounding back give). Under torch.autocast, F.layer_norm itself, as autocast's own
-    rules run it (PyTorch 1.13's CPU autocast leaves layer_norm in the input's dtype)."""
+    rules run it."""
     shape = tuple(normalized_shape) if not isinstance(normalized_shape, int) else (normalized_shape,)
     if (_fused_applies(x) and len(shape) == 1 and weight is not None and bias is not None
-            and not torch.is_autocast_cpu_enabled()):
+            and not torch.is_autocast_enabled("cpu")):
         return _zoff.fused_layer_norm(x, weight, bias, float(eps))
     return F.layer_norm(x, shape, weight, bias, eps)
 

@@ -236,19 +236,6 @@ GlooComm::GlooComm(const WorldInfo& world, std::chrono::milliseconds timeout)
                                " could not connect the Gloo mesh within ", timeout.count(), " ms (",
                                first_line(e), ")"));
   }
-  // Native reduce_scatter, if this c10d has one for Gloo. 1.13 refuses while issuing, before
-  // any message is sent, so every rank takes the same branch without talking.
-  try {
-    auto input = torch::ones({size_});
-    auto output = torch::zeros({1});
-    std::vector<at::Tensor> outputs{output};
-    std::vector<std::vector<at::Tensor>> inputs(1);
-    for (int r = 0; r < size_; ++r) inputs[0].push_back(input.narrow(0, r, 1));
-    group_->pg->reduce_scatter(outputs, inputs)->wait(timeout);
-    native_reduce_scatter_ = output.item<float>() == static_cast<float>(size_);
-  } catch (const std::exception&) {
-    native_reduce_scatter_ = false;
-  }
 }
 
 GlooComm::~GlooComm() = default;
@@ -269,16 +256,6 @@ WorkPtr GlooComm::reduce_scatter_sum(torch::Tensor input, torch::Tensor output) 
   check_reduce_scatter(in, out, size_);
   const int64_t n = out.numel();
   if (n == 0) return std::make_shared<CompletedWork>();
-  const bool native_dtype =
-      (in.scalar_type() == torch::kFloat || in.scalar_type() == torch::kDouble) &&
-      out.scalar_type() == in.scalar_type();
-  if (native_reduce_scatter_ && native_dtype) {
-    return group_->issue("reduce_scatter_sum", timeout_, [&] {
-      std::vector<at::Tensor> outputs{out};
-      std::vector<std::vector<at::Tensor>> inputs{std::vector<at::Tensor>(in.split(n))};
-      return group_->pg->reduce_scatter(outputs, inputs);
-    });
-  }
   // Rank r sends chunk r of its input to rank r and receives one chunk of n elements from
   // every rank, in rank order: received = [size, n] in the input's dtype.
   auto received = torch::empty({size_ * n}, in.options());

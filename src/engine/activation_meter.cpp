@@ -31,7 +31,7 @@ void counted_delete(void* data) {
 
 class CountingCpuAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     char* raw = static_cast<char*>(g_base->raw_allocate(n + kHeaderBytes));
     std::memcpy(raw, &n, sizeof n);
     g_live.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
@@ -39,6 +39,9 @@ class CountingCpuAllocator final : public c10::Allocator {
     return {data, data, &counted_delete, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &counted_delete; }
+  void copy_data(void* dest, const void* src, size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 };
 
 void install_once() {

@@ -12,6 +12,7 @@
 #include "zoff/models/fused_causal_softmax.h"
 #include "zoff/models/fused_gelu.h"
 #include "zoff/models/fused_layer_norm.h"
+#include "zoff/models/widened_products.h"
 #include "zoff/unit/activation_checkpoint.h"
 #include "zoff/unit/unit_call.h"
 
@@ -55,9 +56,10 @@ torch::Tensor gelu(const torch::Tensor& x, bool fused) {
 // A Linear layer through ATen's linear, the op PyTorch's nn.Linear calls. LibTorch's C++
 // torch::nn::Linear (functional::linear) fuses the bias into the GEMM only for 2-D input
 // and adds it separately otherwise, a second rounding in bf16; ATen's also fuses it for
-// contiguous 3-D input. Same arithmetic as a Python GPT, and one rounding fewer.
+// contiguous 3-D input. Same arithmetic as a Python GPT, and one rounding fewer. fp16: in
+// fp32, rounded once (widened_products.h).
 torch::Tensor linear(torch::nn::Linear& layer, const torch::Tensor& x) {
-  return torch::linear(x, layer->weight, layer->bias);
+  return widened_linear(x, layer->weight, layer->bias);
 }
 
 torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
@@ -84,8 +86,8 @@ torch::Tensor CausalSelfAttentionImpl::weights(const torch::Tensor& q,
   // lives in the module, and T varies between training and generation.
   const torch::Tensor future =
       torch::full({T, T}, -std::numeric_limits<double>::infinity(), q.options()).triu(1);
-  return torch::softmax(torch::baddbmm(future, q, k.transpose(1, 2), /*beta=*/1.0, /*alpha=*/scale),
-                        -1);
+  return torch::softmax(
+      widened_baddbmm(future, q, k.transpose(1, 2), /*beta=*/1.0, /*alpha=*/scale), -1);
 }
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config)
@@ -104,7 +106,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   torch::Tensor att = weights(q.reshape({B * n_head_, T, hs}), k.reshape({B * n_head_, T, hs}))
                           .view({B, n_head_, T, T});
   att = maybe_dropout(att, dropout_, is_training());
-  torch::Tensor y = torch::matmul(att, v);             // [B, nh, T, hs]
+  torch::Tensor y = widened_matmul(att, v);            // [B, nh, T, hs]
   y = y.transpose(1, 2).contiguous().view({B, T, C});  // heads side by side again
   return maybe_dropout(linear(proj, y), dropout_, is_training());
 }
@@ -218,7 +220,7 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
   }
   x = zoff::with_unit(*ln_f, [&] { return norm(ln_f, x, config_.fused_layer_norm); });
   // Tied head: logits = x @ wte^T, read from the registered weight at every call.
-  return zoff::with_unit(*wte, [&] { return torch::matmul(x, wte->weight.t()); });  // [B, T, V]
+  return zoff::with_unit(*wte, [&] { return widened_matmul(x, wte->weight.t()); });  // [B, T, V]
 }
 
 torch::Tensor gpt_loss(const torch::Tensor& logits, const torch::Tensor& targets) {

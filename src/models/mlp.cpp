@@ -2,6 +2,7 @@
 #include "zoff/models/mlp.h"
 
 #include "zoff/core/error.h"
+#include "zoff/models/widened_products.h"
 #include "zoff/unit/unit_call.h"
 
 namespace zoff::models {
@@ -31,7 +32,11 @@ torch::Tensor MlpImpl::forward(torch::Tensor x) {
   const size_t last = layers->size() - 1;
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* linear = layers[i]->as<torch::nn::LinearImpl>();
-    x = zoff::with_unit(*linear, [&] { return linear->forward(x); });  // one stage-3 unit
+    // One stage-3 unit. fp16: the product in fp32, rounded once (widened_products.h).
+    x = zoff::with_unit(*linear, [&] {
+      return x.scalar_type() == torch::kHalf ? widened_linear(x, linear->weight, linear->bias)
+                                             : linear->forward(x);
+    });
     if (i == last) break;
     x = gelu_ ? torch::gelu(x) : torch::relu(x);
     if (options_.dropout() > 0.0) x = torch::dropout(x, options_.dropout(), is_training());

@@ -1,5 +1,5 @@
 // Plain scalar references of the optimizer kernels: one simple loop each, rounding step by step
-// as LibTorch 1.13's CPU tensor ops do (std::fma where LibTorch computes a fused a * b + c).
+// as PyTorch's CPU optimizers do (std::fma where ATen computes a fused a * b + c).
 #include <cmath>
 
 #include "zoff/optim/kernels.h"
@@ -16,7 +16,7 @@ void reference_adam(const AdamCoefficients& c, float* params, const float* grads
     float p = params[i] * c.decay;  // AdamW: p.mul_(1 - lr wd)
     float g = grads[i];
     if (c.l2 != 0.0f) g = std::fma(p, c.l2, g);  // Adam: grad.add(p, wd)
-    const float m = std::fma(g, c.one_minus_beta1, exp_avg[i] * c.beta1);
+    const float m = std::fma(c.one_minus_beta1, g - exp_avg[i], exp_avg[i]);  // lerp(m, g, 1 - b1)
     const float v = std::fma(c.one_minus_beta2 * g, g, exp_avg_sq[i] * c.beta2);
     const float denom = std::sqrt(v) / c.bias_correction2_sqrt + c.eps;
     p = p + (-c.step_size * m) / denom;  // p.addcdiv_(m, denom, -step_size)

@@ -13,6 +13,8 @@
 #include <torch/torch.h>
 
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "shard_optimizer_backends.h"
 #include "zoff/core/error.h"
@@ -23,9 +25,13 @@ namespace {
 
 // Installs Adam's or AdamW's state for `key`'s n elements, as LibTorch creates it on the
 // first step; returns its exp_avg and exp_avg_sq.
+// The key of torch::optim's per-parameter state: the parameter's TensorImpl* (2.x).
+using StateKey = std::remove_cvref_t<
+    decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+
 template <class State>
 std::vector<torch::Tensor> install_adam_state(torch::optim::Optimizer& optimizer,
-                                              const std::string& key, int64_t n) {
+                                              StateKey key, int64_t n) {
   auto state = std::make_unique<State>();
   state->step(0);
   state->exp_avg(torch::zeros({n}));
@@ -46,7 +52,7 @@ class TorchShardOptimizer final : public ShardOptimizer {
     // the key of the optimizer's state).
     param_ = torch::zeros({n}, torch::kFloat32);
     std::vector<torch::Tensor> params{param_};
-    key_ = c10::guts::to_string(param_.unsafeGetTensorImpl());
+    key_ = param_.unsafeGetTensorImpl();
     optimizer_ = make_torch_optimizer(params, o);
     auto& state = optimizer_->state();
     if (o.type == "adamw" || o.type == "adam") {
@@ -149,7 +155,7 @@ class TorchShardOptimizer final : public ShardOptimizer {
   OptimizerOptions options_;
   size_t numel_;
   torch::Tensor param_;  // 1-D view of the caller's params during step()
-  std::string key_;      // the optimizer's state key of param_
+  StateKey key_{};       // the optimizer's state key of param_
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<std::string> names_;
   std::vector<torch::Tensor> tensors_;  // LibTorch's own state tensors, names_ order

@@ -230,18 +230,16 @@ checkpoint::CheckpointInfo run_identity(const TrainOptions& o) {
 }
 
 // The run's config for `world_size` ranks, its warnings printed once (by the leader), and
-// what CPU training cannot do refused.
+// what the run cannot do refused.
 config::Config load_run_config(const TrainOptions& o, int world_size, bool leader) {
   auto cfg = config::load_config(o.config_path, world_size);
   if (leader) {
     for (const auto& w : cfg.warnings) std::fprintf(stderr, "zoff: warning: %s\n", w.c_str());
   }
   cfg.warnings.clear();  // printed: the engine would print them again
-  ZOFF_CHECK_ARG(!cfg.fp16.enabled,
-                 "fp16.enabled = true: LibTorch 1.13's CPU kernels have no fp16 matmul, so "
-                 "fp16 compute needs a GPU build; use \"bf16\": {\"enabled\": true} on CPU");
-  ZOFF_CHECK_ARG(!o.reference || (!cfg.bf16 && cfg.zero.offload_optimizer.device == "none"),
-                 "--reference trains plain fp32 LibTorch: drop bf16/offload from the config");
+  ZOFF_CHECK_ARG(!o.reference || (!cfg.bf16 && !cfg.fp16.enabled &&
+                                  cfg.zero.offload_optimizer.device == "none"),
+                 "--reference trains plain fp32 LibTorch: drop bf16/fp16/offload from the config");
   return cfg;
 }
 

@@ -64,18 +64,19 @@ void gunzip(const std::string& gz, const std::string& out) {
 }
 
 TEST(TrainData, CnnTrainsOnACopyOfTheIdxFiles) {
-  if (!fs::exists(std::string(kMnist) + "/train-images-idx3-ubyte.gz")) {
+  if (!fs::exists(fs::path(kMnist) / "train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
   }
   TempDir dir;
   const fs::path data = dir.file("idx");
   fs::create_directories(data);
-  for (const char* name :
-       {"train-images-idx3-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
-    fs::copy_file(std::string(kMnist) + "/" + name + ".gz", data / (std::string(name) + ".gz"));
+  const fs::path mnist(kMnist);
+  for (const char* name : {"train-images-idx3-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                           "t10k-labels-idx1-ubyte.gz"}) {
+    fs::copy_file(mnist / name, data / name);
   }
   // One file plain: gzip or not, both are read.
-  gunzip(std::string(kMnist) + "/train-labels-idx1-ubyte.gz",
+  gunzip((mnist / "train-labels-idx1-ubyte.gz").string(),
          (data / "train-labels-idx1-ubyte").string());
   const auto r = train_on(dir, "cnn", data.string());
   EXPECT_EQ(r.exit_code, 0) << describe(r);

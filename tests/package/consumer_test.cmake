@@ -21,7 +21,7 @@ if(LAUNCHER)
   set(launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
 endif()
 run_step("configure consumer" ${CMAKE_COMMAND} -S ${ZOFF_SOURCE_DIR}/tests/package/consumer
-         -B ${WORK_DIR}/consumer -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix}
+         -B ${WORK_DIR}/consumer -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix} -DTorch_DIR=${TORCH_DIR}
          -DCMAKE_CXX_COMPILER=${CXX} ${launcher})
 run_step("build consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)
 run_step("run consumer" ${WORK_DIR}/consumer/zoff_consumer)

@@ -26,6 +26,7 @@ endif()
 ")
 file(WRITE ${WORK_DIR}/host/main.cpp "#include <zoff/zoff.h>\nint main() { return 0; }\n")
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${WORK_DIR}/host -B ${WORK_DIR}/build -G ${GENERATOR}
+                        -DTorch_DIR=${TORCH_DIR}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configuring a host project with ${VIA}(zoff) failed:\n${out}\n${err}")

@@ -15,7 +15,8 @@ namespace zoff::train {
 namespace {
 
 TEST(StepLog, WritesOneObjectPerStepWithTheDocumentedKeys) {
-  const auto path = std::filesystem::temp_directory_path() / "zoff_step_log_test.jsonl";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("zoff_step_log_test_" + std::to_string(::getpid()) + ".jsonl");
   {
     StepLog log(path.string());
     StepRecord r;

@@ -9,11 +9,11 @@
 
 namespace zoff::dist {
 
-// Gloo in LibTorch 1.13 has allreduce, list-form allgather, broadcast, alltoall_base and
-// barrier, but no reduce_scatter: reduce_scatter_sum is an alltoall_base (the same bytes on
-// the wire as a ring reduce-scatter) followed by a local sum in rank order, accumulated in
-// fp32 (fp64 for fp64 input). If the process group ever answers a native reduce_scatter
-// (probed once at construction), that is used instead.
+// reduce_scatter_sum is an alltoall_base (the bytes of a ring reduce-scatter: (N - 1) / N of
+// the input per rank each way) followed by a local sum in rank order, accumulated in fp32
+// (fp64 for fp64 input): the same sums, bit for bit, as the shared-memory transport's. Gloo's
+// own reduce_scatter (PyTorch 2.x) is an all-reduce of the whole input underneath, twice those
+// bytes, in an order of its own (measured in the README).
 //
 // Data moves as raw bytes, so all_gather and broadcast take any dtype (bf16 included).
 // Each Work::wait() gives up after the timeout given at construction and throws
@@ -40,16 +40,12 @@ class GlooComm final : public Comm {
   void barrier() override;
   std::string backend() const override { return "gloo"; }
 
-  // True when reduce_scatter_sum uses the process group's own reduce_scatter.
-  bool native_reduce_scatter() const { return native_reduce_scatter_; }
-
  private:
   struct Group;  // c10d objects; kept out of this header so users need no Gloo headers
   std::unique_ptr<Group> group_;
   int rank_ = 0;
   int size_ = 1;
   std::chrono::milliseconds timeout_;
-  bool native_reduce_scatter_ = false;
 };
 
 }  // namespace zoff::dist

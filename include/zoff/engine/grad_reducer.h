@@ -140,7 +140,7 @@ class GradReducer {
   torch::ScalarType staging_dtype() const;
   bool active_ = false;
   bool boundary_ = false;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   std::mutex mutex_;
 };
