@@ -8,7 +8,10 @@ class Block(nn.Module):
     def __init__(self, width, heads):
         super().__init__()
         self.ln_1 = nn.LayerNorm(width)
-        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        # No projection biases: the key bias has an exactly zero gradient (softmax ignores a
+        # constant added to every score of a row), so Adam would move it by the sign of
+        # rounding noise, differently in any two correct implementations.
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True, bias=False)
         self.ln_2 = nn.LayerNorm(width)
         self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
 

@@ -20,7 +20,11 @@ uint16_t float_to_fp16(float x) {
   std::memcpy(&bits, &x, sizeof bits);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t magnitude = bits & 0x7FFFFFFFu;
-  if (magnitude > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+  if (magnitude > 0x7F800000u) {
+    // NaN: quiet, with the top 9 bits of the payload kept (what F16C's vcvtps2ph and
+    // LibTorch 2.x's Tensor::to(kHalf) write).
+    return static_cast<uint16_t>(sign | 0x7E00u | ((magnitude & 0x7FFFFFu) >> 13));
+  }
   // 65520 = 0x477FF000 is halfway between 65504 (largest fp16) and 2^16: it and all above
   // round to inf.
   if (magnitude >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);

@@ -57,12 +57,9 @@ HWY_INLINE void store_out16(D d, hn::Vec<D> p, uint16_t* HWY_RESTRICT out) {
     (void)d;
     out[0] = float_to_fp16(hn::GetLane(p));  // one lane per vector on this target
 #else
-    // F16C rounds to nearest even; it keeps the top NaN payload bits where LibTorch writes
-    // sign | 0x7E00, so NaNs are made canonical (same sign) first.
-    const hn::RebindToUnsigned<D> du;
+    // F16C rounds to nearest even and quiets NaNs keeping their top payload bits, as
+    // LibTorch 2.x's Tensor::to(kHalf) does.
     const hn::Rebind<hwy::float16_t, D> dh;
-    const auto qnan = hn::BitCast(d, hn::Set(du, 0x7FC00000u));
-    p = hn::IfThenElse(hn::IsNaN(p), hn::CopySign(qnan, p), p);
     hn::StoreU(hn::DemoteTo(dh, p), dh, reinterpret_cast<hwy::float16_t*>(out));
 #endif
   } else {

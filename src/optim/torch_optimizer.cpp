@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "zoff/core/error.h"
+#include "zoff/optim/torch_fused_adam.h"
 
 namespace zoff::optim {
 
@@ -36,6 +37,22 @@ std::unique_ptr<torch::optim::Optimizer> make_torch_optimizer(std::vector<torch:
                                              .eps(o.eps));
   }
   throw UsageError("optimizer.type = " + o.type + ": unknown");
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_torch_fused_optimizer(
+    std::vector<torch::Tensor> params, const OptimizerOptions& o) {
+  namespace to = torch::optim;
+  if (o.type == "adamw") {
+    return std::make_unique<TorchFusedAdamW>(
+        std::move(params),
+        to::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+  }
+  if (o.type == "adam") {
+    return std::make_unique<TorchFusedAdam>(
+        std::move(params),
+        to::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+  }
+  return make_torch_optimizer(std::move(params), o);
 }
 
 }  // namespace zoff::optim

@@ -32,7 +32,8 @@ class EngineStepper : public Stepper {
   engine::ZeroEngine engine_;
 };
 
-// Plain LibTorch: model->parameters(), torch::optim, clip_grad_norm_. No zoff engine.
+// Plain LibTorch: model->parameters(), torch::optim (Adam/AdamW by ATen's fused kernel, as
+// torch.optim's fused=True), clip_grad_norm_. No zoff engine.
 class ReferenceStepper : public Stepper {
  public:
   ReferenceStepper(std::shared_ptr<torch::nn::Module> module, const config::Config& cfg)
@@ -40,7 +41,7 @@ class ReferenceStepper : public Stepper {
     const auto& o = cfg.optimizer;
     int64_t numel = 0;
     for (auto& p : params_) numel += p.numel();
-    optimizer_ = optim::make_torch_optimizer(params_, o);
+    optimizer_ = optim::make_torch_fused_optimizer(params_, o);
     const int states = optim::optimizer_state_count(o);  // fp32 each
     mem_.compute.params = static_cast<size_t>(numel) * 4;
     mem_.compute.grads = static_cast<size_t>(numel) * 4;

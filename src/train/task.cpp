@@ -34,7 +34,7 @@ class MlpTask : public Task {
   std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
   const data::Dataset& train_set() const override { return *data_; }
   torch::Tensor loss(const data::Batch& b) override {
-    // In fp32: LibTorch 1.13 has no bf16 mse_loss on CPU (the outputs are cast, not the model).
+    // In fp32, as torch.autocast computes losses (the outputs are cast, not the model).
     return torch::mse_loss(model_(b.inputs.to(dtype())).to(torch::kFloat32), b.targets);
   }
 

@@ -10,10 +10,13 @@
 namespace zoff::cli_test {
 namespace {
 
-constexpr int64_t kSteps = 80;
+constexpr int64_t kSteps = 60;
 // fp16 and bf16 runs of the same job: the last-10 mean losses apart by at most this
-// (relative). fp16 carries 3 more mantissa bits; both keep fp32 masters.
+// (relative). fp16 carries 3 more mantissa bits; both keep fp32 masters. The fp16 run starts
+// at a loss scale of 2^10, where gpt tiny's gradients do not overflow: with DeepSpeed's 2^16
+// its first steps are skipped (measured at 80 steps: 3.2617 against bf16's 3.1313, 4.2%).
 constexpr double kFp16VsBf16LossRelTol = 0.03;
+constexpr int kInitialScalePower = 10;
 // The runs must have learned: last-10 mean below this fraction of the first step's loss.
 constexpr double kLearnedFraction = 0.8;
 
@@ -105,13 +108,16 @@ TEST(TrainFp16, LearnsAsBf16Does) {
     config["zero_optimization"]["stage"] = 2;
     config["zero_optimization"]["offload_optimizer"] = {{"device", "cpu"}};
     if (fp16) {
-      config["fp16"] = {{"enabled", true}};
+      config["fp16"] = {{"enabled", true}, {"initial_scale_power", kInitialScalePower}};
     } else {
       config["bf16"] = {{"enabled", true}};
     }
     const auto rows = train_gpt_tiny(dir, fp16 ? "fp16" : "bf16", config, kSteps);
     ASSERT_EQ(rows.size(), static_cast<size_t>(kSteps));
     last[fp16] = mean_last(rows, 10);
+    int skipped = 0;
+    for (const auto& row : rows) skipped += row.value("skipped", false) ? 1 : 0;
+    if (fp16) std::printf("fp16: %d of %lld steps skipped (overflow)\n", skipped, static_cast<long long>(kSteps));
     EXPECT_LT(last[fp16], kLearnedFraction * rows.front()["loss"].get<double>());
   }
   std::printf("gpt tiny, %lld steps, ZeRO-2 + cpu offload: last-10 mean loss bf16 %.4f, fp16 %.4f\n",

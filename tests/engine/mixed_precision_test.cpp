@@ -113,8 +113,8 @@ TEST(MixedPrecision, OffloadPutsMasterStatesAndGradShardInTheOffloadTier) {
   }
 }
 
-// LibTorch 1.13 has no fp16 matmul on CPU, so the fp16 tests use a model made of
-// elementwise ops (which do run in fp16 on CPU): out = (x * w1 + b1) * w2.
+// The fp16 tests use a model made of elementwise ops, whose fp16 arithmetic is one rounding
+// per op (fp16 matrix products: widened_products_test, train_fp16_test): out = (x * w1 + b1) * w2.
 struct ElementwiseImpl : torch::nn::Module {
   ElementwiseImpl() {
     w1 = register_parameter("w1", torch::randn({8}));

@@ -146,7 +146,7 @@ TEST(Gpt, AttentionMatchesTorchMultiheadAttention) {
   }
   const int64_t B = 3, T = 10;
   torch::Tensor x = torch::randn({B, T, c.n_embd});
-  // LibTorch's C++ MultiheadAttention adds attn_mask to the scores (no bool masks in 1.13).
+  // LibTorch's C++ MultiheadAttention adds a float attn_mask to the scores.
   const torch::Tensor mask = torch::full({T, T}, -std::numeric_limits<float>::infinity()).triu(1);
   torch::Tensor xt = x.transpose(0, 1);  // MultiheadAttention wants [T, B, C]
   torch::Tensor expected =

@@ -20,7 +20,7 @@ struct HeartbeatOptions {
   // Called once, on a heartbeat thread, with a one-line message naming the silent rank, e.g.
   // "rank 1 sent no heartbeat for 30 s (stopped or wedged?)". Empty (the default): write
   // "zoff: error: <message>" to stderr and end the process with exit code 1 at once. A
-  // collective blocked on a stopped peer cannot be cancelled in c10d 1.13's Gloo (its worker
+  // collective blocked on a stopped peer cannot be cancelled in c10d's Gloo (its worker
   // threads sit in a socket read for the collective timeout), so a clean unwind would hang.
   std::function<void(const std::string&)> on_silence;
 };

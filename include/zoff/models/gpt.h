@@ -14,8 +14,10 @@
 
 namespace zoff::models {
 
-// Multi-head causal self-attention written with plain matmuls (LibTorch 1.13 has no fused
-// scaled_dot_product_attention): x [B, T, C] -> [B, T, C]. Position t attends to 0..t.
+// Multi-head causal self-attention written with plain matmuls, not scaled_dot_product_attention:
+// the ops of the Python GPT (examples/python/gpt.py), which the tests match bit for bit, and
+// bf16 scores go through zoff's fused causal softmax: x [B, T, C] -> [B, T, C]. Position t
+// attends to 0..t.
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptConfig& config);

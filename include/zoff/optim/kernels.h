@@ -70,11 +70,11 @@ void reference_sgd(const SgdCoefficients& c, float* params, const float* grads,
 void reference_adagrad(const AdagradCoefficients& c, float* params, const float* grads, float* sum,
                        size_t n, CopyOut copy_out, uint16_t* out16);
 
-// fp32 -> bf16, round to nearest even. NaN -> 0xFFFF, the quiet NaN that LibTorch 1.13's
+// fp32 -> bf16, round to nearest even. NaN -> 0xFFFF, the quiet NaN that LibTorch's
 // Tensor::to(kBFloat16) writes (bit-for-bit the same as LibTorch for every input).
 uint16_t float_to_bf16(float x);
 // fp32 -> IEEE fp16, round to nearest even, overflow to inf, subnormals kept. NaN -> sign |
-// 0x7E00 (payload dropped), as LibTorch's Tensor::to(kHalf).
+// 0x7E00 | the payload's top 9 bits, as LibTorch 2.x's Tensor::to(kHalf).
 uint16_t float_to_fp16(float x);
 
 }  // namespace zoff::optim

@@ -18,4 +18,10 @@ namespace zoff::optim {
 std::unique_ptr<torch::optim::Optimizer> make_torch_optimizer(std::vector<torch::Tensor> params,
                                                               const OptimizerOptions& options);
 
+// The same, with Adam and AdamW stepped by ATen's fused CPU kernels (torch_fused_adam.h): the
+// arithmetic of torch.optim's fused=True, which zoff's kernels follow bit for bit. The
+// reference of `zoff train --reference`.
+std::unique_ptr<torch::optim::Optimizer> make_torch_fused_optimizer(
+    std::vector<torch::Tensor> params, const OptimizerOptions& options);
+
 }  // namespace zoff::optim
