@@ -23,7 +23,7 @@ PRESETS = {  # the C++ presets (include/zoff/models/gpt_config.h)
 
 class LayerNorm(nn.LayerNorm):
     """nn.LayerNorm computed in fp32 when x is 16-bit, rounded back to x's dtype (what
-    torch.autocast does on CPU, and zoff's C++ gpt; PyTorch 1.13's bf16 layer_norm is slower
+    torch.autocast does on CPU, and zoff's C++ gpt; PyTorch 1.13's bf16 layer_norm was slower
     on CPU): for bf16 outside autocast in one kernel (zoff.nn.layer_norm) where zoff
     imports, else widen, normalize, round. fp32 x: nn.LayerNorm itself."""
 

@@ -1,7 +1,7 @@
 """zoff's fused bf16 CPU kernels as drop-ins for torch.nn.functional and torch.nn modules.
 
-PyTorch 1.13's CPU LayerNorm on bf16 input is ~3x slower than widening to fp32 and back, and
-its GELU backward takes an erf and an exp per element; a masked softmax exponentiates the
+PyTorch 1.13's CPU LayerNorm on bf16 input was ~3x slower than widening to fp32 and back (not
+yet re-measured on 2.x), and its GELU backward takes an erf and an exp per element; a masked softmax exponentiates the
 masked half of attention's scores too. zoff's kernels compute in fp32 inside
 and round once, in one pass each way (the C++ gpt uses the same ones). Each function takes
 the kernel only where it applies (bf16 CPU tensors, LayerNorm over the last dimension with
