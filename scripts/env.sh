@@ -15,10 +15,11 @@ ZOFF_PY="$ZOFF_VENV/bin/python"
 # what this one compiled: paths under the clone are hashed relative to it (base_dir), and
 # the working directory that -g would otherwise hash is left out (the debug info keeps the
 # first build's path). Exported so that the package tests' consumer builds use it too.
+# The shared precompiled header (ZOFF_USE_PCH) is hashed by content, not by its time stamps.
+# (An if, not `test && ...`: this file is sourced under set -e and must end with status 0.)
 if command -v ccache >/dev/null && [[ "${ZOFF_CCACHE:-1}" == "1" ]]; then
   export CCACHE_DIR="$ZOFF_CCACHE_DIR" CCACHE_NOHASHDIR=1 CCACHE_COMPRESS=1
   CCACHE_BASEDIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   export CCACHE_BASEDIR CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 fi
-# The shared precompiled header (ZOFF_USE_PCH) is hashed by content, not by its time stamps.
-[[ -n "${CCACHE_DIR:-}" ]] && export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime

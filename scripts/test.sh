@@ -32,9 +32,10 @@ summary() {
   fi
 }
 
-[[ -n "${CCACHE_DIR:-}" ]] && ccache --zero-stats >/dev/null
 trap summary EXIT
 phase setup bash scripts/setup.sh
+source scripts/env.sh  # again: on a bare machine ccache exists only after setup
+if [[ -n "${CCACHE_DIR:-}" ]]; then ccache --zero-stats >/dev/null; fi
 phase configure bash scripts/build.sh --configure-only
 phase build bash scripts/build.sh
 rm -f "$BUILD_DIR/ctest-results.xml"
