@@ -13,7 +13,9 @@ function(zoff_shared_pch)
   if(NOT ZOFF_USE_PCH)
     return()
   endif()
-  file(WRITE ${PROJECT_BINARY_DIR}/generated/zoff_pch.cpp "// zoff_pch: carries the shared PCH\n")
+  # file(CONFIGURE) rewrites it only when its text changes: no rebuild on every configure.
+  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/zoff_pch.cpp
+       CONTENT "// zoff_pch: carries the shared PCH\n")
   add_library(zoff_pch STATIC ${PROJECT_BINARY_DIR}/generated/zoff_pch.cpp)
   target_compile_options(zoff_pch PRIVATE ${ZOFF_WARNINGS})
   target_link_libraries(zoff_pch PRIVATE zoff_torch)
