@@ -56,8 +56,8 @@ torch::Tensor gelu(const torch::Tensor& x, bool fused) {
 // A Linear layer through ATen's linear, the op PyTorch's nn.Linear calls. LibTorch's C++
 // torch::nn::Linear (functional::linear) fuses the bias into the GEMM only for 2-D input
 // and adds it separately otherwise, a second rounding in bf16; ATen's also fuses it for
-// contiguous 3-D input. Same arithmetic as a Python GPT, and one rounding fewer. fp16: in
-// fp32, rounded once (widened_products.h).
+// contiguous 3-D input. Same arithmetic as a Python GPT, and one rounding fewer. fp16, and
+// bf16 on CPUs without bf16 dot products: in fp32, rounded once (widened_products.h).
 torch::Tensor linear(torch::nn::Linear& layer, const torch::Tensor& x) {
   return widened_linear(x, layer->weight, layer->bias);
 }
@@ -75,7 +75,7 @@ torch::Tensor CausalSelfAttentionImpl::weights(const torch::Tensor& q,
   if (fused_softmax_ && q.scalar_type() == torch::kBFloat16) {
     // The kernel scales, masks and normalizes the prefix of each row in one pass and never
     // reads the future (gpt small, bf16, per layer, forward and backward: see the README).
-    return fused_causal_softmax(torch::bmm(q, k.transpose(1, 2)), scale);
+    return fused_causal_softmax(widened_bmm(q, k.transpose(1, 2)), scale);
   }
   // Scores q k^T / sqrt(hs) plus the causal mask, in one baddbmm: the mask is an addend,
   // -inf above the diagonal (the future gets zero weight after softmax) and 0 elsewhere.

@@ -32,10 +32,10 @@ torch::Tensor MlpImpl::forward(torch::Tensor x) {
   const size_t last = layers->size() - 1;
   for (size_t i = 0; i < layers->size(); ++i) {
     auto* linear = layers[i]->as<torch::nn::LinearImpl>();
-    // One stage-3 unit. fp16: the product in fp32, rounded once (widened_products.h).
+    // One stage-3 unit. fp16 (and bf16 without bf16 dot products): the product in fp32,
+    // rounded once (widened_products.h).
     x = zoff::with_unit(*linear, [&] {
-      return x.scalar_type() == torch::kHalf ? widened_linear(x, linear->weight, linear->bias)
-                                             : linear->forward(x);
+      return widens(x) ? widened_linear(x, linear->weight, linear->bias) : linear->forward(x);
     });
     if (i == last) break;
     x = gelu_ ? torch::gelu(x) : torch::relu(x);

@@ -1,29 +1,195 @@
-// fp16 matrix products with fp32 operands and accumulation, rounded once to fp16.
+// 16-bit matrix products with fp32 operands and accumulation, rounded once to the 16-bit type.
 #include "zoff/models/widened_products.h"
+
+#include <ATen/ExpandUtils.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
+
+#include "zoff/core/error.h"
 
 namespace zoff::models {
 namespace {
 
-bool is_fp16(const torch::Tensor& t) { return t.defined() && t.scalar_type() == torch::kHalf; }
+std::atomic<Bf16Products> g_bf16_mode{Bf16Products::kAuto};
+
+// Hardware bf16 dot products (what oneDNN's fast bf16 GEMM needs). GCC's cpu model knows
+// both names from GCC 12 (Debian 12's compiler); elsewhere assume none.
+bool cpu_multiplies_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+#elif defined(__aarch64__)
+  return true;  // Arm's BF16 extension: let ATen (oneDNN / ACL) decide
+#else
+  return false;
+#endif
+}
+
+Bf16Products from_environment() {
+  const char* v = std::getenv("ZOFF_BF16_PRODUCTS");
+  if (v == nullptr || *v == '\0') return Bf16Products::kAuto;
+  const std::string_view s(v);
+  if (s == "auto") return Bf16Products::kAuto;
+  if (s == "native") return Bf16Products::kNative;
+  if (s == "widened") return Bf16Products::kWidened;
+  throw UsageError("ZOFF_BF16_PRODUCTS=" + std::string(s) + ": expected auto, native or widened");
+}
+
+bool resolve_auto() {
+  static const bool widened = [] {
+    const Bf16Products env = from_environment();
+    if (env != Bf16Products::kAuto) return env == Bf16Products::kWidened;
+    return !cpu_multiplies_bf16();
+  }();
+  return widened;
+}
 
 torch::Tensor wide(const torch::Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; }
 
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The functions below save their 16-bit operands, as LibTorch's own 16-bit ops do, and
+// widen them again in backward. Autograd through the casts would instead keep the fp32
+// copies alive from forward to backward: twice the 16-bit weights of every layer (stage 3
+// gathers and frees a unit's parameters around its forward; its fp32 copies would stay)
+// and twice the saved activations.
+
+// x @ w^T + b: x [..., in], w [out, in], b [out].
+struct WidenedLinearFn : torch::autograd::Function<WidenedLinearFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
+                               const torch::Tensor& b) {
+    ctx->save_for_backward({x, w});
+    ctx->saved_data["bias_dtype"] = static_cast<int64_t>(b.scalar_type());
+    return torch::linear(wide(x), wide(w), wide(b)).to(x.scalar_type());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& x = saved[0];
+    const torch::Tensor& w = saved[1];
+    const torch::Tensor g = wide(grads[0]).reshape({-1, w.size(0)});  // [rows, out]
+    torch::Tensor gx, gw, gb;
+    if (ctx->needs_input_grad(0)) gx = torch::mm(g, wide(w)).view(x.sizes()).to(x.scalar_type());
+    if (ctx->needs_input_grad(1)) {
+      gw = torch::mm(g.t(), wide(x).reshape({-1, w.size(1)})).to(w.scalar_type());
+    }
+    if (ctx->needs_input_grad(2)) {
+      gb = g.sum(0).to(static_cast<c10::ScalarType>(ctx->saved_data["bias_dtype"].toInt()));
+    }
+    return {gx, gw, gb};
+  }
+};
+
+// a @ b with a [..., M, K] and b [..., K, N] (batch dimensions broadcast, b may be 2-D).
+struct WidenedMatmulFn : torch::autograd::Function<WidenedMatmulFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& a,
+                               const torch::Tensor& b) {
+    ctx->save_for_backward({a, b});
+    return torch::matmul(wide(a), wide(b)).to(a.scalar_type());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& a = saved[0];
+    const torch::Tensor& b = saved[1];
+    const torch::Tensor g = wide(grads[0]);  // [..., M, N]
+    torch::Tensor ga, gb;
+    if (ctx->needs_input_grad(0)) {
+      ga = at::sum_to(torch::matmul(g, wide(b).transpose(-1, -2)), a.sizes()).to(a.scalar_type());
+    }
+    if (ctx->needs_input_grad(1)) {
+      // A 2-D b is shared by every batch entry: one GEMM over all rows instead of a
+      // [..., K, N] product per entry summed afterwards.
+      gb = b.dim() == 2
+               ? torch::mm(wide(a).reshape({-1, a.size(-1)}).t(), g.reshape({-1, g.size(-1)}))
+               : at::sum_to(torch::matmul(wide(a).transpose(-1, -2), g), b.sizes());
+      gb = gb.to(b.scalar_type());
+    }
+    return {ga, gb};
+  }
+};
+
+// beta c + alpha (a @ b) with a [B, M, K], b [B, K, N], c broadcastable to [B, M, N].
+struct WidenedBaddbmmFn : torch::autograd::Function<WidenedBaddbmmFn> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& c, const torch::Tensor& a,
+                               const torch::Tensor& b, double beta, double alpha) {
+    ctx->save_for_backward({a, b});
+    ctx->saved_data["beta"] = beta;
+    ctx->saved_data["alpha"] = alpha;
+    ctx->saved_data["c_sizes"] = c.sizes().vec();
+    ctx->saved_data["c_dtype"] = static_cast<int64_t>(c.scalar_type());
+    return torch::baddbmm(wide(c), wide(a), wide(b), beta, alpha).to(a.scalar_type());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& a = saved[0];
+    const torch::Tensor& b = saved[1];
+    const double beta = ctx->saved_data["beta"].toDouble();
+    const double alpha = ctx->saved_data["alpha"].toDouble();
+    const torch::Tensor g = wide(grads[0]);  // [B, M, N]
+    torch::Tensor gc, ga, gb;
+    if (ctx->needs_input_grad(0)) {
+      gc = at::sum_to(g * beta, ctx->saved_data["c_sizes"].toIntVector())
+               .to(static_cast<c10::ScalarType>(ctx->saved_data["c_dtype"].toInt()));
+    }
+    if (ctx->needs_input_grad(1))
+      ga = (torch::bmm(g, wide(b).transpose(1, 2)) * alpha).to(a.scalar_type());
+    if (ctx->needs_input_grad(2))
+      gb = (torch::bmm(wide(a).transpose(1, 2), g) * alpha).to(b.scalar_type());
+    return {gc, ga, gb, torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
-torch::Tensor widened_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-  if (!is_fp16(x)) return torch::linear(x, w, b);
-  return torch::linear(wide(x), wide(w), wide(b)).to(torch::kHalf);
+void set_bf16_products(Bf16Products mode) { g_bf16_mode.store(mode); }
+
+bool bf16_products_widened() {
+  switch (g_bf16_mode.load()) {
+    case Bf16Products::kNative:
+      return false;
+    case Bf16Products::kWidened:
+      return true;
+    case Bf16Products::kAuto:
+      break;
+  }
+  return resolve_auto();
+}
+
+std::string bf16_products_name() { return bf16_products_widened() ? "widened" : "native"; }
+
+bool widens(const torch::Tensor& operand) {
+  if (!operand.defined()) return false;
+  if (operand.scalar_type() == torch::kHalf) return true;
+  return operand.scalar_type() == torch::kBFloat16 && bf16_products_widened();
+}
+
+torch::Tensor widened_linear(const torch::Tensor& x, const torch::Tensor& w,
+                             const torch::Tensor& b) {
+  if (!widens(x)) return torch::linear(x, w, b);
+  // A custom function's tensor inputs must be defined: without a bias, x @ w^T.
+  return b.defined() ? WidenedLinearFn::apply(x, w, b) : WidenedMatmulFn::apply(x, w.t());
 }
 
 torch::Tensor widened_matmul(const torch::Tensor& a, const torch::Tensor& b) {
-  if (!is_fp16(a)) return torch::matmul(a, b);
-  return torch::matmul(wide(a), wide(b)).to(torch::kHalf);
+  if (!widens(a)) return torch::matmul(a, b);
+  TORCH_CHECK(a.dim() >= 2 && b.dim() >= 2, "widened_matmul: operands need two or more dimensions");
+  return WidenedMatmulFn::apply(a, b);
 }
 
-torch::Tensor widened_baddbmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b,
-                              double beta, double alpha) {
-  if (!is_fp16(a)) return torch::baddbmm(c, a, b, beta, alpha);
-  return torch::baddbmm(wide(c), wide(a), wide(b), beta, alpha).to(torch::kHalf);
+torch::Tensor widened_bmm(const torch::Tensor& a, const torch::Tensor& b) {
+  if (!widens(a)) return torch::bmm(a, b);
+  TORCH_CHECK(a.dim() == 3 && b.dim() == 3, "widened_bmm: operands must be 3-D");
+  return WidenedMatmulFn::apply(a, b);
+}
+
+torch::Tensor widened_baddbmm(const torch::Tensor& c, const torch::Tensor& a,
+                              const torch::Tensor& b, double beta, double alpha) {
+  if (!widens(a)) return torch::baddbmm(c, a, b, beta, alpha);
+  return WidenedBaddbmmFn::apply(c, a, b, beta, alpha);
 }
 
 }  // namespace zoff::models

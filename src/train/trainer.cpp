@@ -28,6 +28,7 @@
 #include "zoff/dist/world.h"
 #include "zoff/engine/zero_engine.h"
 #include "zoff/models/generate.h"
+#include "zoff/models/widened_products.h"
 #include "zoff/report/progress.h"
 #include "zoff/train/model_safetensors.h"
 #include "zoff/train/op_profile.h"
@@ -240,6 +241,7 @@ config::Config load_run_config(const TrainOptions& o, int world_size, bool leade
   ZOFF_CHECK_ARG(!o.reference || (!cfg.bf16 && !cfg.fp16.enabled &&
                                   cfg.zero.offload_optimizer.device == "none"),
                  "--reference trains plain fp32 LibTorch: drop bf16/fp16/offload from the config");
+  if (cfg.bf16) models::bf16_products_widened();  // a bad ZOFF_BF16_PRODUCTS stops the run here
   return cfg;
 }
 
@@ -338,6 +340,11 @@ void TrainRun::print_banner() const {
       static_cast<long long>(cfg_.train_batch_size),
       static_cast<long long>(cfg_.train_micro_batch_size_per_gpu),
       static_cast<long long>(cfg_.gradient_accumulation_steps), world_.world_size, threads_);
+  if (cfg_.bf16) {
+    std::printf("bf16 matrix products: %s\n", models::bf16_products_widened()
+                                                  ? "widened (fp32 GEMM, rounded once)"
+                                                  : "native (LibTorch's bf16 GEMM)");
+  }
   std::printf("%s", memory_table(stepper_->memory()).c_str());
   if (stepper_->engine() != nullptr) print_nvme_tier(*stepper_->engine());
   std::fflush(stdout);

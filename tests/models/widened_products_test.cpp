@@ -1,5 +1,5 @@
-// fp16 products computed in fp32 (widened_products.h) against LibTorch's own fp16 ops and an
-// fp32 reference, op by op and through a whole GPT forward and backward.
+// 16-bit products computed in fp32 (widened_products.h) against LibTorch's own fp16 and bf16
+// ops and an fp32 reference, op by op and through a whole GPT forward and backward.
 #include "zoff/models/widened_products.h"
 
 #include <gtest/gtest.h>
@@ -33,7 +33,8 @@ TEST(WidenedProducts, LinearIsTheFp32ProductRoundedOnce) {
   const auto b = torch::randn({48}).to(torch::kHalf);
   const auto got = widened_linear(x, w, b);
   ASSERT_EQ(got.scalar_type(), torch::kHalf);
-  const auto want = torch::linear(x.to(torch::kFloat32), w.to(torch::kFloat32), b.to(torch::kFloat32));
+  const auto want =
+      torch::linear(x.to(torch::kFloat32), w.to(torch::kFloat32), b.to(torch::kFloat32));
   // Exactly the fp32 result rounded to fp16: same ops, same order, one rounding.
   EXPECT_TRUE(torch::equal(got, want.to(torch::kHalf)));
   // And within an fp16 ulp of LibTorch's own fp16 linear.
@@ -57,8 +58,19 @@ TEST(WidenedProducts, MatmulAndBaddbmmMatchTheFp32Ops) {
                            torch::baddbmm(f(c), f(a), f(b), 1.0, 0.25).to(torch::kHalf)));
 }
 
-TEST(WidenedProducts, OtherDtypesGoStraightToLibTorch) {
+// Pins the process-wide bf16 choice for one test and puts the automatic one back.
+class Bf16ProductsGuard {
+ public:
+  explicit Bf16ProductsGuard(Bf16Products mode) { set_bf16_products(mode); }
+  ~Bf16ProductsGuard() { set_bf16_products(Bf16Products::kAuto); }
+  Bf16ProductsGuard(const Bf16ProductsGuard&) = delete;
+  Bf16ProductsGuard& operator=(const Bf16ProductsGuard&) = delete;
+};
+
+TEST(WidenedProducts, Fp32AndNativeBf16GoStraightToLibTorch) {
   torch::manual_seed(3);
+  Bf16ProductsGuard native(Bf16Products::kNative);
+  EXPECT_FALSE(bf16_products_widened());
   for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
     const auto x = torch::randn({5, 8}).to(dtype);
     const auto w = torch::randn({6, 8}).to(dtype);
@@ -67,7 +79,34 @@ TEST(WidenedProducts, OtherDtypesGoStraightToLibTorch) {
     EXPECT_EQ(got.scalar_type(), dtype);
     EXPECT_TRUE(torch::equal(got, torch::linear(x, w, b)));
     EXPECT_TRUE(torch::equal(widened_matmul(x, w.t()), torch::matmul(x, w.t())));
+    const auto a3 = x.unsqueeze(0), b3 = w.t().unsqueeze(0);
+    EXPECT_TRUE(torch::equal(widened_bmm(a3, b3), torch::bmm(a3, b3)));
   }
+}
+
+// bf16 widened: every op is the fp32 op on the same values, rounded once to bf16, and
+// within a bf16 ulp (2^-8 relative) of LibTorch's own bf16 GEMM (fp32 accumulation too).
+TEST(WidenedProducts, WidenedBf16IsTheFp32ProductRoundedOnce) {
+  constexpr double kOneBf16Ulp = 1.0 / 128;
+  torch::manual_seed(6);
+  Bf16ProductsGuard widened(Bf16Products::kWidened);
+  EXPECT_TRUE(bf16_products_widened());
+  EXPECT_EQ(bf16_products_name(), "widened");
+  const auto x = torch::randn({3, 17, 64}).to(torch::kBFloat16);
+  const auto w = (torch::randn({48, 64}) * 0.1).to(torch::kBFloat16);
+  const auto b = torch::randn({48}).to(torch::kBFloat16);
+  auto f = [](const torch::Tensor& t) { return t.to(torch::kFloat32); };
+  const auto got = widened_linear(x, w, b);
+  ASSERT_EQ(got.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(got, torch::linear(f(x), f(w), f(b)).to(torch::kBFloat16)));
+  const auto a = torch::randn({4, 9, 16}).to(torch::kBFloat16);
+  const auto c = torch::randn({4, 16, 9}).to(torch::kBFloat16);
+  const auto m = torch::randn({9, 9}).to(torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(widened_bmm(a, c), torch::bmm(f(a), f(c)).to(torch::kBFloat16)));
+  EXPECT_TRUE(torch::equal(widened_matmul(a, c), torch::matmul(f(a), f(c)).to(torch::kBFloat16)));
+  EXPECT_TRUE(torch::equal(widened_baddbmm(m, a, c, 1.0, 0.5),
+                           torch::baddbmm(f(m), f(a), f(c), 1.0, 0.5).to(torch::kBFloat16)));
+  EXPECT_LE(max_rel(got, torch::linear(x, w, b)).item<double>(), 2 * kOneBf16Ulp);
 }
 
 TEST(WidenedProducts, GradientsFlowInFp16) {
@@ -83,6 +122,48 @@ TEST(WidenedProducts, GradientsFlowInFp16) {
   const auto y = torch::matmul(xf, wf.t()).to(torch::kHalf).to(torch::kFloat32);
   const auto want = torch::matmul((2 * y).t(), xf);
   EXPECT_LE(max_rel(w.grad(), want).item<double>(), 2 * kOneFp16Ulp);
+}
+
+// The widened ops' own backward (saving the 16-bit operands) against autograd through
+// fp32 casts of the same values: the same fp32 GEMMs on the same numbers, rounded once.
+TEST(WidenedProducts, BackwardIsAutogradThroughFp32Casts) {
+  Bf16ProductsGuard widened(Bf16Products::kWidened);
+  for (auto dtype : {torch::kHalf, torch::kBFloat16}) {
+    torch::manual_seed(7);
+    auto leaf = [&](std::vector<int64_t> shape) {
+      return (torch::randn(shape) * 0.5).to(dtype).requires_grad_();
+    };
+    const auto x = leaf({2, 5, 8}), w = leaf({6, 8}), b = leaf({6});
+    const auto a4 = leaf({2, 3, 5, 4}), b4 = leaf({2, 3, 4, 5});
+    const auto q = leaf({3, 5, 4}), k = leaf({3, 4, 5}), c = leaf({5, 5});
+    auto f = [](const torch::Tensor& t) { return t.to(torch::kFloat32); };
+    auto outputs = [&](bool ours) {
+      if (ours) {
+        return std::vector<torch::Tensor>{
+            widened_linear(x, w, b), widened_linear(x, w, {}), widened_matmul(x, w.t()),
+            widened_matmul(a4, b4),  widened_bmm(q, k),        widened_baddbmm(c, q, k, 0.5, 0.25)};
+      }
+      return std::vector<torch::Tensor>{torch::linear(f(x), f(w), f(b)).to(dtype),
+                                        torch::linear(f(x), f(w)).to(dtype),
+                                        torch::matmul(f(x), f(w).t()).to(dtype),
+                                        torch::matmul(f(a4), f(b4)).to(dtype),
+                                        torch::bmm(f(q), f(k)).to(dtype),
+                                        torch::baddbmm(f(c), f(q), f(k), 0.5, 0.25).to(dtype)};
+    };
+    const std::vector<torch::Tensor> inputs = {x, w, b, a4, b4, q, k, c};
+    auto grads = [&](bool ours) {
+      torch::Tensor loss = torch::zeros({}, torch::kFloat32);
+      for (const auto& y : outputs(ours))
+        loss = loss + (f(y) * torch::linspace(-1, 1, y.numel()).view(y.sizes())).sum();
+      return torch::autograd::grad({loss}, inputs);
+    };
+    const auto got = grads(true), want = grads(false);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      ASSERT_EQ(got[i].scalar_type(), dtype) << "input " << i;
+      EXPECT_TRUE(torch::allclose(f(got[i]), f(want[i]), kOneFp16Ulp, 1e-6))
+          << "input " << i << ", " << dtype << ": " << max_rel(got[i], want[i]).item<double>();
+    }
+  }
 }
 
 // A gpt forward in fp16 through zoff's model (widened products) against the same model run
@@ -104,11 +185,10 @@ TEST(WidenedProducts, GptLogitsStayCloseToPureFp16) {
   auto x = model->wte(idx) + model->wpe(torch::arange(32));
   const auto ln = [](torch::nn::LayerNorm& l, const torch::Tensor& t) {
     namespace F = torch::nn::functional;
-    return F::layer_norm(t.to(torch::kFloat32),
-                         F::LayerNormFuncOptions({t.size(-1)})
-                             .weight(l->weight.to(torch::kFloat32))
-                             .bias(l->bias.to(torch::kFloat32))
-                             .eps(l->options.eps()))
+    return F::layer_norm(t.to(torch::kFloat32), F::LayerNormFuncOptions({t.size(-1)})
+                                                    .weight(l->weight.to(torch::kFloat32))
+                                                    .bias(l->bias.to(torch::kFloat32))
+                                                    .eps(l->options.eps()))
         .to(torch::kHalf);
   };
   for (const auto& m : *model->blocks) {
@@ -122,7 +202,8 @@ TEST(WidenedProducts, GptLogitsStayCloseToPureFp16) {
     auto att = torch::softmax(torch::matmul(q, k.transpose(-1, -2)) * 0.25 + mask, -1);
     auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({2, 32, 64});
     x = x + torch::linear(y, block->attn->proj->weight, block->attn->proj->bias);
-    const auto g = torch::gelu(torch::linear(ln(block->ln_2, x), block->fc->weight, block->fc->bias));
+    const auto g =
+        torch::gelu(torch::linear(ln(block->ln_2, x), block->fc->weight, block->fc->bias));
     x = x + torch::linear(g, block->mlp_proj->weight, block->mlp_proj->bias);
   }
   const auto pure = torch::matmul(ln(model->ln_f, x), model->wte->weight.t());
