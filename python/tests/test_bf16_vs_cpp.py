@@ -6,14 +6,19 @@ The two GPTs run the same ATen ops in the same order. One detail made them diffe
 second step on: LibTorch's C++ torch::nn::Linear adds the bias after the GEMM for 3-D
 input (a second bf16 rounding), where PyTorch's nn.Linear (ATen's linear) fuses it into
 the GEMM; with the zero biases of the first step the two agree. The C++ gpt now calls
-ATen's linear."""
+ATen's linear.
+
+The C++ gpt's bf16 products are pinned to LibTorch's own bf16 GEMM (ZOFF_BF16_PRODUCTS=native),
+the op the Python GPT calls: on CPUs without bf16 dot products zoff's models otherwise widen
+them to fp32 GEMMs (same arithmetic up to the order of the additions; not bitwise)."""
 import pytest
 
 from conftest import run_ranks
 
 
 @pytest.mark.parametrize("world", [1, 2])
-def test_python_bf16_offload_equals_cpp_engine(world, tmp_path):
+def test_python_bf16_offload_equals_cpp_engine(world, tmp_path, monkeypatch):
+    monkeypatch.setenv("ZOFF_BF16_PRODUCTS", "native")
     results = run_ranks(world, "bf16_vs_cpp_worker.py", ["--steps", "10"], tmp_path)
     for stage in "23":
         r = results[stage]

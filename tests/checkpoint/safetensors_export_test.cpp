@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint_test_support.h"
 #include "zoff/checkpoint/atomic_file.h"
 #include "zoff/core/error.h"
+#include "zoff_test_paths.h"
 
 namespace zoff::checkpoint {
 namespace {
@@ -25,7 +26,6 @@ namespace fs = std::filesystem;
 using testing::ScratchDir;
 using testing::Segment;
 
-constexpr const char* kPython = "/usr/bin/python3";
 // Python sums in float64 with its own order; the values are identical, the sums may differ
 // in the last bits.
 constexpr double kSumRelTol = 1e-12;
@@ -85,8 +85,8 @@ TEST(SafetensorsExport, EveryTensorEqualsTheTrainedModule) {
 }
 
 bool python_has_torch() {
-  return fs::exists(kPython) &&
-         std::system((std::string(kPython) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  return std::system((std::string(ZOFF_PYTHON) + " -c 'import torch' >/dev/null 2>&1").c_str()) ==
+         0;
 }
 
 // Reads the file the way the safetensors spec describes it, with nothing of ours, and
@@ -114,7 +114,7 @@ for name, v in header.items():
 )PY";
 
 TEST(SafetensorsExport, PythonTorchReadsTheSameValues) {
-  if (!python_has_torch()) GTEST_SKIP() << kPython << " has no torch (python3-torch)";
+  if (!python_has_torch()) GTEST_SKIP() << ZOFF_PYTHON << " has no torch (ZOFF_PYTHON_EXECUTABLE)";
   ScratchDir dir;
   const auto run = trained_world3(dir);
   const std::string out = dir / "model.safetensors";
@@ -122,7 +122,7 @@ TEST(SafetensorsExport, PythonTorchReadsTheSameValues) {
   write_file_atomically(dir / "reader.py", kPythonReader);
   const std::string listing = dir / "listing.txt";
   const std::string cmd =
-      std::string(kPython) + " " + (dir / "reader.py") + " " + out + " > " + listing + " 2>&1";
+      std::string(ZOFF_PYTHON) + " " + (dir / "reader.py") + " " + out + " > " + listing + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << read_text_file(listing);
 
   std::map<std::string, std::string> lines;

@@ -351,6 +351,14 @@ inline std::vector<nlohmann::json> read_step_log(const std::string& path) {
   return steps;
 }
 
+// The mean loss of the last `n` step records (one step's batch is noisy): what the
+// convergence tests compare. `rows` must hold at least `n` records.
+inline double mean_last_loss(const std::vector<nlohmann::json>& rows, size_t n) {
+  double sum = 0;
+  for (size_t i = rows.size() - n; i < rows.size(); ++i) sum += rows[i].at("loss").get<double>();
+  return sum / static_cast<double>(n);
+}
+
 // A `--save-model` archive: every tensor by name (the names of named_parameters()).
 inline std::map<std::string, torch::Tensor> load_model_archive(const std::string& path) {
   torch::serialize::InputArchive archive;

@@ -1,7 +1,6 @@
 // gpt tiny still converges with the delayed parameter update (bf16, ZeRO-2, cpu offload).
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <string>
 
 #include "cli_test_support.h"
@@ -16,12 +15,6 @@ constexpr int64_t kDpuWarmup = 40;  // as in the ZeRO-Offload paper
 constexpr double kDpuLossSlack = 0.10;
 // Both runs must have learned: last-10 mean below this fraction of the first step's loss.
 constexpr double kLearnedFraction = 0.7;
-
-double mean_last(const std::vector<nlohmann::json>& rows, size_t n) {
-  double sum = 0;
-  for (size_t i = rows.size() - n; i < rows.size(); ++i) sum += rows[i]["loss"].get<double>();
-  return sum / static_cast<double>(n);
-}
 
 TEST(DelayedParamUpdate, GptTinyStillConverges) {
   TempDir dir;
@@ -49,7 +42,7 @@ TEST(DelayedParamUpdate, GptTinyStillConverges) {
     const auto rows = read_step_log(job.log_path);
     ASSERT_EQ(rows.size(), static_cast<size_t>(kSteps));
     const double first = rows.front()["loss"].get<double>();
-    final_loss.push_back(mean_last(rows, 10));
+    final_loss.push_back(mean_last_loss(rows, 10));
     EXPECT_LT(final_loss.back(), kLearnedFraction * first) << (dpu ? "dpu" : "plain");
   }
   std::printf("gpt tiny, %lld steps: last-10 mean loss plain %.4f, delayed update %.4f\n",

@@ -20,12 +20,6 @@ constexpr int kInitialScalePower = 10;
 // The runs must have learned: last-10 mean below this fraction of the first step's loss.
 constexpr double kLearnedFraction = 0.8;
 
-double mean_last(const std::vector<nlohmann::json>& rows, size_t n) {
-  double sum = 0;
-  for (size_t i = rows.size() - n; i < rows.size(); ++i) sum += rows[i]["loss"].get<double>();
-  return sum / static_cast<double>(n);
-}
-
 std::vector<nlohmann::json> train_gpt_tiny(const TempDir& dir, const std::string& tag,
                                            const nlohmann::json& config, int64_t steps) {
   TrainJob job;
@@ -94,7 +88,8 @@ TEST(TrainFp16, OverflowSkipsStepsAndLowersTheScale) {
     skipped += row.value("skipped", false) ? 1 : 0;
   }
   EXPECT_GT(skipped, 0) << "2^32 must overflow fp16 gradients";
-  EXPECT_FALSE(rows.back().value("skipped", false)) << "the scale must come down to where steps pass";
+  EXPECT_FALSE(rows.back().value("skipped", false))
+      << "the scale must come down to where steps pass";
   EXPECT_LT(previous, std::ldexp(1.0, 32));
 }
 
@@ -114,14 +109,17 @@ TEST(TrainFp16, LearnsAsBf16Does) {
     }
     const auto rows = train_gpt_tiny(dir, fp16 ? "fp16" : "bf16", config, kSteps);
     ASSERT_EQ(rows.size(), static_cast<size_t>(kSteps));
-    last[fp16] = mean_last(rows, 10);
+    last[fp16] = mean_last_loss(rows, 10);
     int skipped = 0;
     for (const auto& row : rows) skipped += row.value("skipped", false) ? 1 : 0;
-    if (fp16) std::printf("fp16: %d of %lld steps skipped (overflow)\n", skipped, static_cast<long long>(kSteps));
+    if (fp16)
+      std::printf("fp16: %d of %lld steps skipped (overflow)\n", skipped,
+                  static_cast<long long>(kSteps));
     EXPECT_LT(last[fp16], kLearnedFraction * rows.front()["loss"].get<double>());
   }
-  std::printf("gpt tiny, %lld steps, ZeRO-2 + cpu offload: last-10 mean loss bf16 %.4f, fp16 %.4f\n",
-              static_cast<long long>(kSteps), last[0], last[1]);
+  std::printf(
+      "gpt tiny, %lld steps, ZeRO-2 + cpu offload: last-10 mean loss bf16 %.4f, fp16 %.4f\n",
+      static_cast<long long>(kSteps), last[0], last[1]);
   EXPECT_LE(std::abs(last[1] - last[0]), kFp16VsBf16LossRelTol * last[0]);
 }
 
