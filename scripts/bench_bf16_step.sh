@@ -9,7 +9,7 @@
 # Modes: zoff (its default transport: shared memory, the ranks sharing this host), zoff_gloo
 # (ZOFF_COMM_TRANSPORT=gloo: Gloo's TCP loopback, as before the shared-memory transport),
 # zoff_stage0 / zoff_stage1 (the same config at ZeRO stage 0 or 1: where the stage's own cost
-# shows), ddp.
+# shows), ddp (bf16 autocast), ddp_fp32 (DDP in fp32, no autocast).
 # Env: ZOFF_BUILD_DIR (build), PRESET (small), STEPS (30), ROUNDS (2), PROFILE (0),
 #      MODES ("zoff ddp"; e.g. "zoff zoff_gloo zoff_stage0 ddp"), OUT (runs/bench_bf16_step),
 #      CONFIG (examples/configs/gpt_${PRESET}_bf16_stage2.json).
@@ -64,15 +64,16 @@ zoff_gloo_round() { zoff_round "$1" zoff_gloo; }
 zoff_stage0_round() { zoff_round "$1" zoff_stage0; }
 zoff_stage1_round() { zoff_round "$1" zoff_stage1; }
 
-ddp_round() {  # $1: round; prints one JSON line
-  local prof=()
+ddp_round() {  # $1: round, $2: mode (ddp: bf16 autocast; ddp_fp32: fp32); prints one JSON line
+  local mode="${2:-ddp}" prof=()
   [[ "${PROFILE:-0}" == 1 && "$1" == 1 ]] && prof=(--profile "$OUT/ddp_profile.txt" --profile-steps 5)
-  local cmd=(env PYTHONPATH="$PWD/$BUILD_DIR/python" "$ZOFF" launch -n 2 -- "$PY" scripts/bench_python.py --mode ddp --preset "$PRESET"
+  local cmd=(env PYTHONPATH="$PWD/$BUILD_DIR/python" "$ZOFF" launch -n 2 -- "$PY" scripts/bench_python.py --mode "$mode" --preset "$PRESET"
              --steps "$STEPS" --warmup "$WARMUP" --batch "$BATCH" "${prof[@]}")
   echo "+ ${cmd[*]}" >&2
-  "${cmd[@]}" > "$OUT/ddp_$1.out" 2>&1 || { cat "$OUT/ddp_$1.out" >&2; exit 1; }
-  sed -n 's/^\[rank 0\] //p' "$OUT/ddp_$1.out" | grep '^{'
+  "${cmd[@]}" > "$OUT/${mode}_$1.out" 2>&1 || { cat "$OUT/${mode}_$1.out" >&2; exit 1; }
+  sed -n 's/^\[rank 0\] //p' "$OUT/${mode}_$1.out" | grep '^{'
 }
+ddp_fp32_round() { ddp_round "$1" ddp_fp32; }
 
 one_round() { "${1}_round" "$2"; }  # mode, round
 alternate_rounds "$ROUNDS" one_round
