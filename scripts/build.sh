@@ -7,8 +7,15 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 BUILD_DIR="${ZOFF_BUILD_DIR:-build}"
 
-launcher=()
-[[ -n "${CCACHE_DIR:-}" ]] && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# ccache's settings (scripts/env.sh) ride in the launcher itself, so a plain `ninja` in the
+# build tree compiles into the same cache with the same base directory: what the developer
+# builds by hand is what CI's fresh clone then finds.
+launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=)
+if [[ -n "${CCACHE_DIR:-}" ]]; then
+  cc=(/usr/bin/env "CCACHE_DIR=$CCACHE_DIR" "CCACHE_BASEDIR=$CCACHE_BASEDIR" CCACHE_NOHASHDIR=1
+      CCACHE_COMPRESS=1 "CCACHE_MAXSIZE=$CCACHE_MAXSIZE" "CCACHE_SLOPPINESS=$CCACHE_SLOPPINESS" ccache)
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=$(IFS=';'; echo "${cc[*]}")")
+fi
 
 torch_prefix="$("$ZOFF_PY" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${ZOFF_BUILD_TYPE:-RelWithDebInfo}" \
