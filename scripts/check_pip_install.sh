@@ -26,7 +26,7 @@ rm -rf "$VENV"
 timed "venv" "$ZOFF_BASE_PYTHON" -m venv "$VENV"
 # The pins of python/requirements.txt as constraints: the same torch and CUDA wheels.
 timed "pip install torch" "$VENV/bin/pip" install --no-cache-dir -q --disable-pip-version-check \
-  -c python/requirements.txt "$TORCH_PIN" pytest
+  -c python/requirements.txt "$TORCH_PIN" numpy pytest
 timed "pip install zoff" "$VENV/bin/pip" install --no-cache-dir -q --disable-pip-version-check "$REPO"
 # From outside the checkout, so `import zoff` can only find the installed package.
 cd /tmp
