@@ -17,7 +17,7 @@
 #include "zoff/config/config_json.h"
 #include "zoff/core/error.h"
 
-namespace zoff::checkpoint {
+namespace zoff::checkpoint::checkpoint_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -391,4 +391,4 @@ TEST(Checkpoint, SavingTheSameStepAgainReplacesIt) {
 }
 
 }  // namespace
-}  // namespace zoff::checkpoint
+}  // namespace zoff::checkpoint::checkpoint_test

@@ -18,7 +18,7 @@
 #include "zoff/checkpoint/checkpoint.h"
 #include "zoff/optim/state_dtype.h"
 
-namespace zoff::checkpoint {
+namespace zoff::checkpoint::compressed_state_checkpoint_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -333,4 +333,4 @@ TEST(CompressedCheckpoint, StageZeroResumesAtAnotherLayoutAndBack) {
 }
 
 }  // namespace
-}  // namespace zoff::checkpoint
+}  // namespace zoff::checkpoint::compressed_state_checkpoint_test

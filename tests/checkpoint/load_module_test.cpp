@@ -8,7 +8,7 @@
 #include "zoff/checkpoint/checkpoint_reader.h"
 #include "zoff/core/error.h"
 
-namespace zoff::checkpoint {
+namespace zoff::checkpoint::load_module_test {
 namespace {
 
 using testing::ScratchDir;
@@ -84,4 +84,4 @@ TEST(LoadModule, MismatchedModuleIsRefusedAndUntouched) {
 }
 
 }  // namespace
-}  // namespace zoff::checkpoint
+}  // namespace zoff::checkpoint::load_module_test

@@ -7,7 +7,7 @@
 #include "checkpoint/checkpoint_test_support.h"
 #include "zoff/checkpoint/checkpoint.h"
 
-namespace zoff::checkpoint {
+namespace zoff::checkpoint::loss_scaler_checkpoint_test {
 namespace {
 
 // An elementwise model in fp16: one rounding per op, cheap to reason about.
@@ -58,4 +58,4 @@ TEST(Checkpoint, Fp16LossScalerStateSurvivesResume) {
 }
 
 }  // namespace
-}  // namespace zoff::checkpoint
+}  // namespace zoff::checkpoint::loss_scaler_checkpoint_test

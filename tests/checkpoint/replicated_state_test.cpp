@@ -14,7 +14,7 @@
 #include "zoff/checkpoint/safetensors_export.h"
 #include "zoff/unit/unit_call.h"
 
-namespace zoff::checkpoint {
+namespace zoff::checkpoint::replicated_state_test {
 namespace {
 
 using engine::testing::UserModel;
@@ -130,4 +130,4 @@ TEST_P(ReplicatedState, ExportAndLoadModuleHoldEveryParameterAndBuffer) {
 INSTANTIATE_TEST_SUITE_P(Stages, ReplicatedState, ::testing::Values(2, 3));
 
 }  // namespace
-}  // namespace zoff::checkpoint
+}  // namespace zoff::checkpoint::replicated_state_test

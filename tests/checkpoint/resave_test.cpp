@@ -13,7 +13,7 @@
 #include "zoff/checkpoint/step_directory.h"
 #include "zoff/core/error.h"
 
-namespace zoff::checkpoint {
+namespace zoff::checkpoint::resave_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -107,4 +107,4 @@ TEST(CheckpointResave, SwapExchangesAnExistingDirectory) {
 }
 
 }  // namespace
-}  // namespace zoff::checkpoint
+}  // namespace zoff::checkpoint::resave_test

@@ -19,7 +19,7 @@
 #include "zoff/core/error.h"
 #include "zoff_test_paths.h"
 
-namespace zoff::checkpoint {
+namespace zoff::checkpoint::safetensors_export_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -171,4 +171,4 @@ TEST(SafetensorsExport, BadInputIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace zoff::checkpoint
+}  // namespace zoff::checkpoint::safetensors_export_test

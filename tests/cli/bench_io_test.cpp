@@ -9,7 +9,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::bench_io_test {
 namespace {
 
 constexpr double kBenchTimeoutSeconds = 120;
@@ -46,4 +46,4 @@ TEST(BenchIo, AFioPassThatTimesOutIsOneLineAndExitOne) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::bench_io_test

@@ -11,7 +11,7 @@
 #include "cli_test_support.h"
 #include "zoff/models/gpt_config.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::beyond_ram_test {
 namespace {
 
 // Model states of mixed-precision Adam: bf16 params 2 + fp32 master 4 + m, v 8 + fp32
@@ -94,4 +94,4 @@ TEST(BeyondRam, GptMediumTrainsUnderAQuarterOfItsModelStates) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::beyond_ram_test

@@ -9,7 +9,7 @@
 #include "zoff/config/config.h"
 #include "zoff/config/config_json.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::checkpoint_meta_test {
 namespace {
 
 // An unknown key this large in the config (bytes); meta.json must stay far smaller.
@@ -49,4 +49,4 @@ TEST(CheckpointMeta, HoldsTheNormalizedConfigTheRunUsed) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::checkpoint_meta_test

@@ -8,7 +8,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::flag_values_test {
 namespace {
 
 constexpr double kRefuseTimeoutSeconds = 60;
@@ -113,4 +113,4 @@ TEST(FlagValues, MlpTrainsInBf16) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::flag_values_test

@@ -13,7 +13,7 @@
 #include "cli_test_support.h"
 #include "zoff/dist/free_port.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::heartbeat_test {
 namespace {
 
 // Short so the test is quick; the collectives keep their default 300 s timeout, which is what
@@ -186,4 +186,4 @@ TEST(Heartbeat, BadHeartbeatTimeoutIsRefusedNamingIt) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::heartbeat_test

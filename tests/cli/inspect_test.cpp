@@ -7,7 +7,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::inspect_test {
 namespace {
 
 const char* const kConfig =
@@ -67,4 +67,4 @@ TEST(Inspect, CorruptOrMissingIsOneLineAndExitTwo) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::inspect_test

@@ -11,7 +11,7 @@
 #include "cli_test_support.h"
 #include "zoff/dist/free_port.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::launch_kill_test {
 namespace {
 
 // Without a launcher, the survivors notice the dead peer through Gloo (a closed connection)
@@ -149,4 +149,4 @@ TEST(LaunchKill, SurvivingRanksFailOnTheirOwnWhenAPeerDies) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::launch_kill_test

@@ -8,7 +8,7 @@
 #include "cli_test_support.h"
 #include "zoff/checkpoint/safetensors_reader.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::model_file_test {
 namespace {
 
 TEST(ModelFile, Stage3OnDiskSavesTheCheckpointsWeightsInBf16AndGenerates) {
@@ -81,4 +81,4 @@ TEST(ModelFile, GenerateRefusesWhatItCannotRunInOneLine) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::model_file_test

@@ -11,7 +11,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::output_path_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -111,4 +111,4 @@ TEST(ReportLog, LastLineCutByAKillIsReadWithAWarning) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::output_path_test

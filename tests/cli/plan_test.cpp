@@ -7,7 +7,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::plan_test {
 namespace {
 
 // The 10% is measured by scripts/bench_planner.sh on gpt small, medium, xl and 6.7b
@@ -75,4 +75,4 @@ TEST(Plan, BadInputIsOneLineNamingIt) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::plan_test

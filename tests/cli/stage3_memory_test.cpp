@@ -9,7 +9,7 @@
 #include "zoff/estimate/memory_estimate.h"
 #include "zoff/models/gpt_config.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::stage3_memory_test {
 namespace {
 
 // Per-unit padding and the units that stay whole (wte, wpe and ln_f are below the default
@@ -71,4 +71,4 @@ TEST_P(Stage3Memory, LoggedBytesMatchTheEstimate) {
 INSTANTIATE_TEST_SUITE_P(GptSmall, Stage3Memory, testing::Values(1, 2, 3));
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::stage3_memory_test

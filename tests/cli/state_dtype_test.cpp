@@ -7,7 +7,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::state_dtype_test {
 namespace {
 
 constexpr double kRefuseTimeoutSeconds = 60;
@@ -89,4 +89,4 @@ TEST(StateDtype, BadCombinationsExitTwoWithOneLine) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::state_dtype_test

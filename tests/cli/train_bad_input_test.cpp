@@ -7,7 +7,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_bad_input_test {
 namespace {
 
 // A bad input is found before any training: well inside this even on a loaded machine.
@@ -218,4 +218,4 @@ TEST(TrainRefusesBadFlags, MissingConfigFlag) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_bad_input_test

@@ -10,7 +10,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_bf16_products_test {
 namespace {
 
 constexpr int64_t kSteps = 5;
@@ -71,4 +71,4 @@ TEST(TrainBf16Products, AnUnknownChoiceIsRefusedNamingIt) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_bf16_products_test

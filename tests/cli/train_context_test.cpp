@@ -6,7 +6,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_context_test {
 namespace {
 
 const char* const kConfig =
@@ -78,4 +78,4 @@ TEST(TrainContext, BadValuesAreOneLineAndExitTwo) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_context_test

@@ -5,7 +5,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_delayed_update_test {
 namespace {
 
 constexpr int64_t kSteps = 120;
@@ -51,4 +51,4 @@ TEST(DelayedParamUpdate, GptTinyStillConverges) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_delayed_update_test

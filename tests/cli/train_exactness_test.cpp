@@ -16,7 +16,7 @@
 #include "cli_test_support.h"
 #include "zoff/train/task.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_exactness_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -279,4 +279,4 @@ std::vector<ExactCase> all_cases() {
 INSTANTIATE_TEST_SUITE_P(Fp32, TrainExactness, testing::ValuesIn(all_cases()), case_name);
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_exactness_test

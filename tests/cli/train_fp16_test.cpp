@@ -7,7 +7,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_fp16_test {
 namespace {
 
 constexpr int64_t kSteps = 60;
@@ -124,4 +124,4 @@ TEST(TrainFp16, LearnsAsBf16Does) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_fp16_test

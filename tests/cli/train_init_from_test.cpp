@@ -7,7 +7,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_init_from_test {
 namespace {
 
 // lr 0: the step leaves the weights as loaded, so the saved model shows what was loaded.
@@ -97,4 +97,4 @@ TEST(TrainInitFrom, MismatchedOrDamagedIsOneLineAndExitTwo) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_init_from_test

@@ -10,7 +10,7 @@
 #include "cli_test_support.h"
 #include "zoff/train/task.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_memory_test {
 namespace {
 
 // Shards are padded to a multiple of the world size and buckets round up: a few elements
@@ -118,4 +118,4 @@ INSTANTIATE_TEST_SUITE_P(Mlp, TrainMemory,
                          case_name);
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_memory_test

@@ -10,7 +10,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_nvme_test {
 namespace {
 
 constexpr int64_t kSteps = 10;
@@ -255,4 +255,4 @@ TEST(TrainNvmeFaults, StaleTierFilesAreRemovedWithAWarning) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_nvme_test

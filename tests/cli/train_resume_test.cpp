@@ -12,7 +12,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_resume_test {
 namespace {
 
 constexpr int64_t kStopAt = 10;  // the interrupted run stops here...
@@ -258,4 +258,4 @@ TEST(Generate, FromACheckpointEqualsTheTrainingRunsSample) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_resume_test

@@ -8,7 +8,7 @@
 
 #include "cli_test_support.h"
 
-namespace zoff::cli_test {
+namespace zoff::cli_test::train_wall_clock_test {
 namespace {
 
 std::string config_text(bool breakdown) {
@@ -81,4 +81,4 @@ TEST(TrainWallClock, OffByDefaultLeavesLogAndConsoleAsTheyWere) {
 }
 
 }  // namespace
-}  // namespace zoff::cli_test
+}  // namespace zoff::cli_test::train_wall_clock_test

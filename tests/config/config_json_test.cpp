@@ -12,7 +12,7 @@
 #include "zoff/config/config.h"
 #include "zoff_test_paths.h"
 
-namespace zoff::config {
+namespace zoff::config::config_json_test {
 namespace {
 
 using json = nlohmann::json;
@@ -80,4 +80,4 @@ TEST(NormalizedConfig, HoldsEveryKeyAtItsEffectiveValue) {
 }
 
 }  // namespace
-}  // namespace zoff::config
+}  // namespace zoff::config::config_json_test

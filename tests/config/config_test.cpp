@@ -10,7 +10,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::config {
+namespace zoff::config::config_test {
 namespace {
 
 const char* kFullConfig = R"({
@@ -319,4 +319,4 @@ TEST(Config, LoadConfigReadsFileAndNamesIt) {
 }
 
 }  // namespace
-}  // namespace zoff::config
+}  // namespace zoff::config::config_test

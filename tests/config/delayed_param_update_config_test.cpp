@@ -4,7 +4,7 @@
 #include "zoff/config/config.h"
 #include "zoff/core/error.h"
 
-namespace zoff::config {
+namespace zoff::config::delayed_param_update_config_test {
 namespace {
 
 std::string with_offload(const std::string& offload) {
@@ -38,4 +38,4 @@ TEST(DelayedParamUpdateConfig, BadValuesNameTheKey) {
 }
 
 }  // namespace
-}  // namespace zoff::config
+}  // namespace zoff::config::delayed_param_update_config_test

@@ -7,7 +7,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::config {
+namespace zoff::config::lr_schedule_test {
 namespace {
 
 // The expected values below were produced by running DeepSpeed's own scheduler classes
@@ -163,4 +163,4 @@ TEST(LrSchedule, CosineWithoutDecaySpanIsUsageError) {
 }
 
 }  // namespace
-}  // namespace zoff::config
+}  // namespace zoff::config::lr_schedule_test

@@ -7,7 +7,7 @@
 #include "zoff/config/config.h"
 #include "zoff/core/error.h"
 
-namespace zoff::config {
+namespace zoff::config::nvme_config_test {
 namespace {
 
 TEST(NvmeConfig, Defaults) {
@@ -122,4 +122,4 @@ INSTANTIATE_TEST_SUITE_P(NvmeConfig, NvmeConfigBad, ::testing::ValuesIn(kBadCase
                          });
 
 }  // namespace
-}  // namespace zoff::config
+}  // namespace zoff::config::nvme_config_test

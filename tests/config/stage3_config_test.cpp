@@ -9,7 +9,7 @@
 #include "zoff/config/config.h"
 #include "zoff/core/error.h"
 
-namespace zoff::config {
+namespace zoff::config::stage3_config_test {
 namespace {
 
 // A config whose zero_optimization section is `zero` (a JSON object's body).
@@ -239,4 +239,4 @@ INSTANTIATE_TEST_SUITE_P(Stage3Config, BadStage3ConfigTest, ::testing::ValuesIn(
                          });
 
 }  // namespace
-}  // namespace zoff::config
+}  // namespace zoff::config::stage3_config_test

@@ -8,7 +8,7 @@
 #include "zoff/config/config_json.h"
 #include "zoff/core/error.h"
 
-namespace zoff::config {
+namespace zoff::config::state_dtype_config_test {
 namespace {
 
 std::string with_optimizer(const std::string& optimizer) {
@@ -66,4 +66,4 @@ TEST(StateDtypeConfig, NormalizedConfigCarriesIt) {
 }
 
 }  // namespace
-}  // namespace zoff::config
+}  // namespace zoff::config::state_dtype_config_test

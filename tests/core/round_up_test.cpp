@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace zoff {
+namespace zoff::round_up_test {
 namespace {
 
 TEST(RoundUp, ReachesTheNextMultipleAndKeepsExactOnes) {
@@ -39,4 +39,4 @@ TEST(RoundDown, DropsToThePreviousMultiple) {
 static_assert(round_up(100, 64) == 128 && round_down(100, 64) == 64);
 
 }  // namespace
-}  // namespace zoff
+}  // namespace zoff::round_up_test

@@ -9,7 +9,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::data {
+namespace zoff::data::distributed_sampler_test {
 namespace {
 
 // Every micro-batch of every rank for one step, in (micro_index, rank) order.
@@ -111,4 +111,4 @@ TEST(DistributedSampler, BadSizesThrowUsageError) {
 }
 
 }  // namespace
-}  // namespace zoff::data
+}  // namespace zoff::data::distributed_sampler_test

@@ -13,7 +13,7 @@
 #include "zoff/core/error.h"
 #include "zoff/data/idx_file.h"
 
-namespace zoff::data {
+namespace zoff::data::fashion_mnist_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -224,4 +224,4 @@ TEST(FashionMnist, RealDebianFiles) {
 }
 
 }  // namespace
-}  // namespace zoff::data
+}  // namespace zoff::data::fashion_mnist_test

@@ -9,7 +9,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::data {
+namespace zoff::data::fortunes_text_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -120,4 +120,4 @@ TEST(FortunesText, BadSizesAndIndicesAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace zoff::data
+}  // namespace zoff::data::fortunes_text_test

@@ -6,7 +6,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::data {
+namespace zoff::data::synthetic_regression_test {
 namespace {
 
 TEST(SyntheticRegression, SampleDependsOnlyOnSeedAndIndex) {
@@ -62,4 +62,4 @@ TEST(SyntheticRegression, BadOptionsAndIndicesAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace zoff::data
+}  // namespace zoff::data::synthetic_regression_test

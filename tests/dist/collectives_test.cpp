@@ -12,7 +12,7 @@
 #include "zoff/core/error.h"
 #include "zoff/dist/shm_comm.h"
 
-namespace zoff::dist {
+namespace zoff::dist::collectives_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -356,4 +356,4 @@ TEST_P(Collectives, ACollectiveOneRankNeverCallsTimesOutWithANamedError) {
 }
 
 }  // namespace
-}  // namespace zoff::dist
+}  // namespace zoff::dist::collectives_test

@@ -10,7 +10,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::dist {
+namespace zoff::dist::free_port_test {
 namespace {
 
 int ephemeral_start() {
@@ -74,4 +74,4 @@ TEST(PickFreePort, ACountOutsideOneToSixteenIsRefused) {
 }
 
 }  // namespace
-}  // namespace zoff::dist
+}  // namespace zoff::dist::free_port_test

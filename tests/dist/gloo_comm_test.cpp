@@ -7,7 +7,7 @@
 #include "rank_threads.h"
 #include "zoff/core/error.h"
 
-namespace zoff::dist {
+namespace zoff::dist::gloo_comm_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -81,4 +81,4 @@ TEST(GlooComm, TwoProcessesClaimingOneRankIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace zoff::dist
+}  // namespace zoff::dist::gloo_comm_test

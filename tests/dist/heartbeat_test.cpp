@@ -13,7 +13,7 @@
 #include "rank_threads.h"
 #include "zoff/core/error.h"
 
-namespace zoff::dist {
+namespace zoff::dist::heartbeat_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -102,4 +102,4 @@ TEST(Heartbeat, TimeoutMustBePositive) {
 }
 
 }  // namespace
-}  // namespace zoff::dist
+}  // namespace zoff::dist::heartbeat_test

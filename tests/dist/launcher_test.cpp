@@ -19,7 +19,7 @@
 #include "zoff/dist/world.h"
 #include "zoff_test_paths.h"
 
-namespace zoff::dist {
+namespace zoff::dist::launcher_test {
 namespace {
 
 // A stopped job must be gone well within this; it is a correctness bound (no hang), with
@@ -338,4 +338,4 @@ TEST(BenchComm, TimesBothTransportsUnderLaunchAndRefusesASingleProcess) {
 }
 
 }  // namespace
-}  // namespace zoff::dist
+}  // namespace zoff::dist::launcher_test

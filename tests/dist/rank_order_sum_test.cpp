@@ -5,7 +5,7 @@
 
 #include <limits>
 
-namespace zoff::dist {
+namespace zoff::dist::rank_order_sum_test {
 namespace {
 
 // Rows with the values that expose a different order or a lossy widening: infinities, NaN,
@@ -63,4 +63,4 @@ TEST(RankOrderSum, OtherDtypesTakeLibTorchsRoute) {
 }
 
 }  // namespace
-}  // namespace zoff::dist
+}  // namespace zoff::dist::rank_order_sum_test

@@ -14,7 +14,7 @@
 #include "zoff/core/error.h"
 #include "zoff/dist/single_comm.h"
 
-namespace zoff::dist {
+namespace zoff::dist::shm_comm_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -241,4 +241,4 @@ TEST(ShmComm, ACollectiveAfterAFailedOneFailsAtOnceWithTheFirstError) {
 }
 
 }  // namespace
-}  // namespace zoff::dist
+}  // namespace zoff::dist::shm_comm_test

@@ -5,7 +5,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::dist {
+namespace zoff::dist::single_comm_test {
 namespace {
 
 TEST(SingleComm, CollectivesAreLocalCopies) {
@@ -41,4 +41,4 @@ TEST(SingleComm, RejectsWhatGlooWouldReject) {
 }
 
 }  // namespace
-}  // namespace zoff::dist
+}  // namespace zoff::dist::single_comm_test

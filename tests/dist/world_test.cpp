@@ -10,7 +10,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::dist {
+namespace zoff::dist::world_test {
 namespace {
 
 const char* const kVariables[] = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
@@ -114,4 +114,4 @@ TEST(InitComm, WorldOfOneIsLocalAndANonPositiveTimeoutIsRefused) {
 }
 
 }  // namespace
-}  // namespace zoff::dist
+}  // namespace zoff::dist::world_test

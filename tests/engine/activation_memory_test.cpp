@@ -7,7 +7,7 @@
 #include "zoff/engine/zero_engine.h"
 #include "zoff/unit/activation_checkpoint.h"
 
-namespace zoff::engine {
+namespace zoff::engine::activation_memory_test {
 namespace {
 
 constexpr int64_t kBatch = 64, kWidth = 256, kDepth = 6;
@@ -67,4 +67,4 @@ TEST(ActivationMemory, CheckpointingKeepsLessThanAQuarter) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::activation_memory_test

@@ -7,7 +7,7 @@
 #include "zoff/engine/zero_engine.h"
 #include "zoff/unit/activation_checkpoint.h"
 
-namespace zoff::engine {
+namespace zoff::engine::backward_misuse_test {
 namespace {
 
 // One Linear applied in two checkpointed segments: each re-entrant backward accumulates
@@ -43,4 +43,4 @@ TEST(BackwardMisuse, SecondGradientInOneBackwardNamesTheParameter) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::backward_misuse_test

@@ -14,7 +14,7 @@
 #include "zoff/core/error.h"
 #include "zoff/engine/zero_engine.h"
 
-namespace zoff::engine {
+namespace zoff::engine::deferred_init_test {
 namespace {
 
 using testing::kVocab;
@@ -130,4 +130,4 @@ TEST(DeferredInit, FrozenParametersCannotBeDeferred) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::deferred_init_test

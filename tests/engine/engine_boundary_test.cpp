@@ -12,7 +12,7 @@
 #include "zoff/dist/single_comm.h"
 #include "zoff/engine/zero_engine.h"
 
-namespace zoff::engine {
+namespace zoff::engine::engine_boundary_test {
 namespace {
 
 config::Config config_from(const std::string& text) { return config::parse_config(text, 1); }
@@ -52,4 +52,4 @@ TEST(EngineBoundary, ConfigWarningsArePrinted) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::engine_boundary_test

@@ -17,7 +17,7 @@
 #include "engine_test_support.h"
 #include "zoff/partition/model_layout.h"
 
-namespace zoff::engine {
+namespace zoff::engine::grad_reducer_test {
 namespace {
 
 // Odd sizes in two units, uneven shards over 3 ranks; the second unit (76) pads to 78.
@@ -233,4 +233,4 @@ TEST(GradReducer, GradientOfAnotherDtypeThanTheStagingIsRefused) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::grad_reducer_test

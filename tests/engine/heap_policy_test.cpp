@@ -12,7 +12,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff {
+namespace zoff::heap_policy_test {
 namespace {
 
 constexpr size_t kBlockBytes = 16UL << 20;  // an activation's size: above glibc's 128 KiB
@@ -74,4 +74,4 @@ TEST(HeapPolicy, SizesOutOfRangeAreRefusedNamingThem) {
 }
 
 }  // namespace
-}  // namespace zoff
+}  // namespace zoff::heap_policy_test

@@ -10,7 +10,7 @@
 #include "engine_test_support.h"
 #include "zoff/engine/zero_engine.h"
 
-namespace zoff::engine {
+namespace zoff::engine::host_shared_params_test {
 namespace {
 
 using testing::base_config;
@@ -206,4 +206,4 @@ TEST(HostSharedParamsMemory, AWriteOnOneRankIsSeenByEveryRankOnlyWhenShared) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::host_shared_params_test

@@ -10,7 +10,7 @@
 #include "zoff/core/error.h"
 #include "zoff/engine/zero_engine.h"
 
-namespace zoff::engine {
+namespace zoff::engine::mixed_precision_test {
 namespace {
 
 using testing::base_config;
@@ -301,9 +301,9 @@ TEST(Offload, NvmeWithTheTorchOptimizerBackendIsRefused) {
   });
 }
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::mixed_precision_test
 
-namespace zoff::engine {
+namespace zoff::engine::mixed_precision_test {
 namespace {
 
 // Delayed parameter update: a regression on one fixed batch, so a converging run is
@@ -348,4 +348,4 @@ TEST(DelayedParamUpdate, ConvergesLikeThePlainOffloadRun) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::mixed_precision_test

@@ -8,7 +8,7 @@
 #include "offload/offload_test_support.h"
 #include "zoff/core/error.h"
 
-namespace zoff::engine {
+namespace zoff::engine::tiered_optimizer_bench_test {
 namespace {
 
 TEST(TieredOptimizerBench, TinyRunReportsEveryFigure) {
@@ -70,4 +70,4 @@ TEST(TieredOptimizerBench, UnusableDirectoryIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::tiered_optimizer_bench_test

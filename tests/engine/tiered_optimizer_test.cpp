@@ -19,7 +19,7 @@
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/optim/state_dtype.h"
 
-namespace zoff::engine {
+namespace zoff::engine::tiered_optimizer_test {
 namespace {
 
 // A prime number of elements, so the last sub-group and the last 4 KiB block are partial.
@@ -301,4 +301,4 @@ TEST(TieredOptimizer, AnIoErrorMidStepNamesTheFileAndDoesNotCountTheStep) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::tiered_optimizer_test

@@ -16,7 +16,7 @@
 #include "zoff/optim/state_dtype.h"
 #include "zoff/unit/unit_call.h"
 
-namespace zoff::engine {
+namespace zoff::engine::user_model_test {
 namespace {
 
 using testing::kVocab;
@@ -505,4 +505,4 @@ TEST(UserModel, LossBackwardInsteadOfEngineBackwardIsAnError) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::user_model_test

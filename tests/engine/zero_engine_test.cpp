@@ -9,7 +9,7 @@
 #include "zoff/core/error.h"
 #include "zoff/dist/shm_comm.h"
 
-namespace zoff::engine {
+namespace zoff::engine::zero_engine_test {
 namespace {
 
 using testing::base_config;
@@ -306,4 +306,4 @@ TEST(ZeroEngine, RejectsMisuse) {
 }
 
 }  // namespace
-}  // namespace zoff::engine
+}  // namespace zoff::engine::zero_engine_test

@@ -7,7 +7,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::estimate {
+namespace zoff::estimate::memory_estimate_test {
 namespace {
 
 // ZeRO paper (Rajbhandari et al. 2020), Table 1: per-device model-state memory for
@@ -191,9 +191,9 @@ TEST(MemoryEstimate, BadInputIsUsageError) {
 }
 
 }  // namespace
-}  // namespace zoff::estimate
+}  // namespace zoff::estimate::memory_estimate_test
 
-namespace zoff::estimate {
+namespace zoff::estimate::memory_estimate_test {
 namespace {
 
 // optimizer.state_dtype: m + v take 8, 4 or 2 (1 + 4 / 2048) bytes per element; the fp32
@@ -225,4 +225,4 @@ TEST(MemoryEstimateStateDtype, OptimizerBytesFollowTheStoredStates) {
 }
 
 }  // namespace
-}  // namespace zoff::estimate
+}  // namespace zoff::estimate::memory_estimate_test

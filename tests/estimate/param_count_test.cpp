@@ -5,7 +5,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::estimate {
+namespace zoff::estimate::param_count_test {
 namespace {
 
 TEST(ParamCount, ParsesSuffixesAndScientific) {
@@ -40,4 +40,4 @@ TEST(ParamCount, RejectsGarbage) {
 }
 
 }  // namespace
-}  // namespace zoff::estimate
+}  // namespace zoff::estimate::param_count_test

@@ -7,7 +7,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::estimate {
+namespace zoff::estimate::run_plan_test {
 namespace {
 
 int64_t item(const std::vector<PlanItem>& items, const std::string& name) {
@@ -116,4 +116,4 @@ TEST(RunPlan, AnEmptyModelOrNoRanksIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace zoff::estimate
+}  // namespace zoff::estimate::run_plan_test

@@ -7,7 +7,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::models {
+namespace zoff::models::fashion_cnn_test {
 namespace {
 
 TEST(FashionCnn, ShapesAndNoBuffers) {
@@ -53,4 +53,4 @@ TEST(FashionCnn, BadOptionsAndInputsAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace zoff::models
+}  // namespace zoff::models::fashion_cnn_test

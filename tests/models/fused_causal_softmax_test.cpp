@@ -18,7 +18,7 @@
 #include "zoff/core/error.h"
 #include "zoff/optim/simd_dispatch.h"
 
-namespace zoff::models {
+namespace zoff::models::fused_causal_softmax_test {
 namespace {
 
 using kernel_checks::differing_fraction;
@@ -193,4 +193,4 @@ TEST(FusedCausalSoftmax, BadInputIsAUsageErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace zoff::models
+}  // namespace zoff::models::fused_causal_softmax_test

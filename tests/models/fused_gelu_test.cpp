@@ -15,7 +15,7 @@
 #include "zoff/core/error.h"
 #include "zoff/optim/simd_dispatch.h"
 
-namespace zoff::models {
+namespace zoff::models::fused_gelu_test {
 namespace {
 
 using kernel_checks::differing_fraction;
@@ -138,4 +138,4 @@ TEST(FusedGelu, BadInputIsAUsageErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace zoff::models
+}  // namespace zoff::models::fused_gelu_test

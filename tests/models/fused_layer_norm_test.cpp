@@ -11,7 +11,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::models {
+namespace zoff::models::fused_layer_norm_test {
 namespace {
 
 constexpr double kEps = 1e-5;
@@ -133,4 +133,4 @@ TEST(FusedLayerNorm, BadInputIsAUsageErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace zoff::models
+}  // namespace zoff::models::fused_layer_norm_test

@@ -6,7 +6,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::models {
+namespace zoff::models::generate_test {
 namespace {
 
 Gpt make_model() {
@@ -86,4 +86,4 @@ TEST(Generate, BadArgumentsAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace zoff::models
+}  // namespace zoff::models::generate_test

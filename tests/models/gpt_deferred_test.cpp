@@ -9,7 +9,7 @@
 #include "zoff/models/gpt.h"
 #include "zoff/unit/deferred_init.h"
 
-namespace zoff::models {
+namespace zoff::models::gpt_deferred_test {
 namespace {
 
 // gpt medium is 117M parameters (468 MB in fp32); built deferred it takes one block's
@@ -44,4 +44,4 @@ TEST(DeferredGpt, InitializerGivesTheEagerValuesInAnyOrder) {
 }
 
 }  // namespace
-}  // namespace zoff::models
+}  // namespace zoff::models::gpt_deferred_test

@@ -11,7 +11,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::models {
+namespace zoff::models::gpt_test {
 namespace {
 
 constexpr double kAttentionTolerance = 1e-5;  // fp32, vs torch::nn::MultiheadAttention
@@ -266,4 +266,4 @@ TEST(Gpt, WorksWithParametersAsViewsOfAFlatBuffer) {
 }
 
 }  // namespace
-}  // namespace zoff::models
+}  // namespace zoff::models::gpt_test

@@ -6,7 +6,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::models {
+namespace zoff::models::mlp_test {
 namespace {
 
 constexpr double kForwardTolerance = 1e-6;
@@ -71,4 +71,4 @@ TEST(Mlp, BadOptionsAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace zoff::models
+}  // namespace zoff::models::mlp_test

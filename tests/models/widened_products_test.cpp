@@ -9,7 +9,7 @@
 
 #include "zoff/models/gpt.h"
 
-namespace zoff::models {
+namespace zoff::models::widened_products_test {
 namespace {
 
 // One op: the widened product is the fp32 product rounded once, so against the fp32
@@ -213,4 +213,4 @@ TEST(WidenedProducts, GptLogitsStayCloseToPureFp16) {
 }
 
 }  // namespace
-}  // namespace zoff::models
+}  // namespace zoff::models::widened_products_test

@@ -5,7 +5,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::offload {
+namespace zoff::offload::aio_options_test {
 namespace {
 
 TEST(AioOptions, BackendNamesRoundTrip) {
@@ -43,4 +43,4 @@ TEST(AioOptions, BadValuesNameThemselves) {
 }
 
 }  // namespace
-}  // namespace zoff::offload
+}  // namespace zoff::offload::aio_options_test

@@ -7,7 +7,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::offload {
+namespace zoff::offload::host_buffer_test {
 namespace {
 
 TEST(HostBuffer, AlignedZeroedAndRoundedUp) {
@@ -42,4 +42,4 @@ TEST(HostBuffer, BadAlignmentRefused) {
 }
 
 }  // namespace
-}  // namespace zoff::offload
+}  // namespace zoff::offload::host_buffer_test

@@ -7,7 +7,7 @@
 #include "zoff/core/error.h"
 #include "zoff/offload/tier.h"
 
-namespace zoff::offload {
+namespace zoff::offload::host_tier_test {
 namespace {
 
 using testing::fill_pattern;
@@ -61,4 +61,4 @@ INSTANTIATE_TEST_SUITE_P(Host, HostTierTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "pinned" : "pageable"; });
 
 }  // namespace
-}  // namespace zoff::offload
+}  // namespace zoff::offload::host_tier_test

@@ -6,7 +6,7 @@
 #include "offload_test_support.h"
 #include "zoff/core/error.h"
 
-namespace zoff::offload {
+namespace zoff::offload::io_bench_test {
 namespace {
 
 TEST(IoBench, TinyPassesReportBandwidth) {
@@ -32,4 +32,4 @@ TEST(IoBench, BadSizesRefused) {
 }
 
 }  // namespace
-}  // namespace zoff::offload
+}  // namespace zoff::offload::io_bench_test

@@ -16,7 +16,7 @@
 #include "zoff/core/error.h"
 #include "zoff/offload/tier.h"
 
-namespace zoff::offload {
+namespace zoff::offload::io_engine_test {
 namespace {
 
 // Makes io_uring_setup fail with EPERM in this process, as Docker's default profile does.
@@ -117,4 +117,4 @@ TEST(IoEngineChoice, RefusedIoUringFallsBackToThreadsWithOneWarning) {
 }
 
 }  // namespace
-}  // namespace zoff::offload
+}  // namespace zoff::offload::io_engine_test

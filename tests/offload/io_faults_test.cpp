@@ -9,7 +9,7 @@
 #include "zoff/core/error.h"
 #include "zoff/offload/tier.h"
 
-namespace zoff::offload {
+namespace zoff::offload::io_faults_test {
 namespace {
 
 using testing::FaultHookGuard;
@@ -165,4 +165,4 @@ TEST(IoFaultSpec, InjectedEnospcLooksReal) {
 }
 
 }  // namespace
-}  // namespace zoff::offload
+}  // namespace zoff::offload::io_faults_test

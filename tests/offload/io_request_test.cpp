@@ -7,7 +7,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::offload {
+namespace zoff::offload::io_request_test {
 namespace {
 
 // A completion scripted by the test: how many waits time out before it finishes, or fails.
@@ -74,4 +74,4 @@ TEST(IoRequest, DestructorAndMoveAssignmentWait) {
 }
 
 }  // namespace
-}  // namespace zoff::offload
+}  // namespace zoff::offload::io_request_test

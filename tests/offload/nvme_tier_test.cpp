@@ -9,7 +9,7 @@
 #include "zoff/core/error.h"
 #include "zoff/offload/tier.h"
 
-namespace zoff::offload {
+namespace zoff::offload::nvme_tier_test {
 namespace {
 
 using testing::fill_pattern;
@@ -189,4 +189,4 @@ TEST(NvmeTierOptions, BadOptionsAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace zoff::offload
+}  // namespace zoff::offload::nvme_tier_test

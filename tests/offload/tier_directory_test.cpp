@@ -8,7 +8,7 @@
 #include "zoff/core/error.h"
 #include "zoff/offload/tier.h"
 
-namespace zoff::offload {
+namespace zoff::offload::tier_directory_test {
 namespace {
 
 using testing::TempDir;
@@ -108,4 +108,4 @@ TEST(TierDirectory, BadOwnerRefused) {
 }
 
 }  // namespace
-}  // namespace zoff::offload
+}  // namespace zoff::offload::tier_directory_test

@@ -7,7 +7,7 @@
 #include "zoff/core/error.h"
 #include "zoff/offload/tier.h"
 
-namespace zoff::offload {
+namespace zoff::offload::tier_file_test {
 namespace {
 
 using testing::TempDir;
@@ -108,4 +108,4 @@ TEST(TierFileSpace, EnospcAtAllocateNamesFileAndErrno) {
 }
 
 }  // namespace
-}  // namespace zoff::offload
+}  // namespace zoff::offload::tier_file_test

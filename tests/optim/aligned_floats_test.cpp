@@ -12,7 +12,7 @@
 
 #include "zoff/core/heap_policy.h"
 
-namespace zoff::optim {
+namespace zoff::optim::aligned_floats_test {
 namespace {
 
 constexpr uintptr_t kCacheLine = 64;                 // bytes
@@ -88,4 +88,4 @@ TEST(AlignedFloats, LargeArraysAreAdvisedMappingsOfTheirOwnOutsideTheHeap) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::aligned_floats_test

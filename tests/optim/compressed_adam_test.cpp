@@ -13,7 +13,7 @@
 #include "optim_test_support.h"
 #include "zoff/core/error.h"
 
-namespace zoff::optim {
+namespace zoff::optim::compressed_adam_test {
 namespace {
 
 using testing::for_each_simd_level;
@@ -337,4 +337,4 @@ TEST(StateDtypeNames, ParseAndBytes) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::compressed_adam_test

@@ -11,7 +11,7 @@
 
 #include "zoff/optim/shard_optimizer.h"
 
-namespace zoff::optim {
+namespace zoff::optim::compressed_state_accuracy_test {
 namespace {
 
 // Tolerances. Trajectory: ||p_ours - p_torch|| / ||p_torch - p_0||, the distance from
@@ -151,4 +151,4 @@ TEST(CompressedStateAccuracy, MlpRegressionTracksLibTorchAdamW) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::compressed_state_accuracy_test

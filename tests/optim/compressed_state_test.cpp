@@ -13,7 +13,7 @@
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/optim/span_optimizer.h"
 
-namespace zoff::optim {
+namespace zoff::optim::compressed_state_test {
 namespace {
 
 using testing::randn;
@@ -245,4 +245,4 @@ TEST(CompressedStates, BadInputIsAUsageErrorNamingTheValue) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::compressed_state_test

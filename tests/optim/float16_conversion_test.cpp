@@ -8,7 +8,7 @@
 #include "optim_test_support.h"
 #include "zoff/optim/kernels.h"
 
-namespace zoff::optim {
+namespace zoff::optim::float16_conversion_test {
 namespace {
 
 float from_bits(uint32_t bits) {
@@ -105,4 +105,4 @@ TEST(Float16Conversion, NanStaysNan) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::float16_conversion_test

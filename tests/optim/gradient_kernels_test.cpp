@@ -13,7 +13,7 @@
 
 #include "optim_test_support.h"
 
-namespace zoff::optim {
+namespace zoff::optim::gradient_kernels_test {
 namespace {
 
 using testing::for_each_simd_level;
@@ -75,4 +75,4 @@ TEST(GradientKernels, EmptySpanIsZeroAndNonFiniteValuesPropagate) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::gradient_kernels_test

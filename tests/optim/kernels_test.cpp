@@ -5,7 +5,7 @@
 
 #include "optim_test_support.h"
 
-namespace zoff::optim {
+namespace zoff::optim::kernels_test {
 namespace {
 
 using testing::for_each_simd_level;
@@ -175,4 +175,4 @@ TEST(StreamProbe, WritesEveryStream) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::kernels_test

@@ -15,7 +15,7 @@
 #include "zoff/optim/openmp_probe.h"
 #include "zoff_test_paths.h"
 
-namespace zoff::optim {
+namespace zoff::optim::optimizer_bench_test {
 namespace {
 
 OptimizerBenchOptions tiny() {
@@ -188,4 +188,4 @@ TEST(OptimizerBench, CommandLinePrintsOneJsonObjectAndRefusesBadFlags) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::optimizer_bench_test

@@ -15,7 +15,7 @@
 #include "zoff/optim/copy_out_pieces.h"
 #include "zoff/optim/shard_optimizer.h"
 
-namespace zoff::optim {
+namespace zoff::optim::scattered_copy_out_test {
 namespace {
 
 using testing::randn;
@@ -164,4 +164,4 @@ TEST(ScatteredCopyOut, BadPiecesAreRefusedNamingThePiece) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::scattered_copy_out_test

@@ -11,7 +11,7 @@
 #include "zoff/core/error.h"
 #include "zoff/optim/kernels.h"
 
-namespace zoff::optim {
+namespace zoff::optim::shard_optimizer_test {
 namespace {
 
 using testing::for_each_simd_level;
@@ -346,4 +346,4 @@ TEST(ShardOptimizer, EmptyShardSteps) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::shard_optimizer_test

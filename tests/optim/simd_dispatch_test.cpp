@@ -7,7 +7,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::optim {
+namespace zoff::optim::simd_dispatch_test {
 namespace {
 
 // Restores ZOFF_SIMD (and the level it selects) when a test changed it.
@@ -104,4 +104,4 @@ TEST(SimdDispatch, UnsupportedLevelIsUsageError) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::simd_dispatch_test

@@ -10,7 +10,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::optim {
+namespace zoff::optim::thread_pool_test {
 namespace {
 
 TEST(ThreadPool, RunsEveryIndexOnceOnDistinctThreads) {
@@ -98,4 +98,4 @@ TEST(FirstCacheLineIndex, FindsTheAlignedElement) {
 }
 
 }  // namespace
-}  // namespace zoff::optim
+}  // namespace zoff::optim::thread_pool_test

@@ -8,7 +8,7 @@
 #include "zoff/core/error.h"
 #include "zoff/partition/flat_buffer.h"
 
-namespace zoff::partition {
+namespace zoff::partition::flat_layout_test {
 namespace {
 
 using testing::make_params;
@@ -62,4 +62,4 @@ TEST(FlatBuffer, AdoptedParametersAreViewsAndKeepValues) {
 }
 
 }  // namespace
-}  // namespace zoff::partition
+}  // namespace zoff::partition::flat_layout_test

@@ -7,7 +7,7 @@
 #include "partition/partition_test_support.h"
 #include "zoff/core/error.h"
 
-namespace zoff::partition {
+namespace zoff::partition::model_layout_test {
 namespace {
 
 using testing::make_params;
@@ -95,4 +95,4 @@ TEST(ModelLayout, RejectsBadPlansAndSizes) {
 }
 
 }  // namespace
-}  // namespace zoff::partition
+}  // namespace zoff::partition::model_layout_test

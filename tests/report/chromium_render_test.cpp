@@ -12,7 +12,7 @@
 #include "zoff/report/html_report.h"
 #include "zoff_test_paths.h"
 
-namespace zoff::report {
+namespace zoff::report::chromium_render_test {
 namespace {
 
 constexpr const char* kChromium = "/usr/bin/chromium";
@@ -83,4 +83,4 @@ TEST(ChromiumRender, ChartsAreInTheRenderedDomAndScreenshot) {
 }
 
 }  // namespace
-}  // namespace zoff::report
+}  // namespace zoff::report::chromium_render_test

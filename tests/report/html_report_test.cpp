@@ -12,7 +12,7 @@
 #include "report_test_log.h"
 #include "zoff/core/error.h"
 
-namespace zoff::report {
+namespace zoff::report::html_report_test {
 namespace {
 
 size_t count(const std::string& haystack, const std::string& needle) {
@@ -139,4 +139,4 @@ TEST(HtmlReport, BadInputIsCleanError) {
 }
 
 }  // namespace
-}  // namespace zoff::report
+}  // namespace zoff::report::html_report_test

@@ -7,7 +7,7 @@
 
 #include "zoff/core/error.h"
 
-namespace zoff::report {
+namespace zoff::report::progress_test {
 namespace {
 
 ProgressStep step_at(int64_t step, int64_t total) {
@@ -86,4 +86,4 @@ TEST(Progress, BadPrintEveryIsUsageError) {
 }
 
 }  // namespace
-}  // namespace zoff::report
+}  // namespace zoff::report::progress_test

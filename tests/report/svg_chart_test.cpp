@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-namespace zoff::report {
+namespace zoff::report::svg_chart_test {
 namespace {
 
 size_t count(const std::string& s, const std::string& needle) {
@@ -88,4 +88,4 @@ TEST(SvgChart, StackedBarsAndByteLabels) {
 }
 
 }  // namespace
-}  // namespace zoff::report
+}  // namespace zoff::report::svg_chart_test

@@ -8,7 +8,7 @@
 #include "report_test_log.h"
 #include "zoff/core/error.h"
 
-namespace zoff::report {
+namespace zoff::report::training_log_test {
 namespace {
 
 TEST(TrainingLog, ParsesStepsEventsAndMemoryTiers) {
@@ -88,4 +88,4 @@ TEST(TrainingLog, EmptyOrMissingLogIsError) {
 }
 
 }  // namespace
-}  // namespace zoff::report
+}  // namespace zoff::report::training_log_test

@@ -18,7 +18,7 @@
 #include "zoff/core/error.h"
 #include "zoff/core/heap_policy.h"
 
-namespace zoff::train {
+namespace zoff::train::op_profile_test {
 namespace {
 
 const OpTime* find_op(const OpProfile& p, const std::string& name) {
@@ -160,4 +160,4 @@ TEST(OpProfile, MisuseIsRefused) {
 }
 
 }  // namespace
-}  // namespace zoff::train
+}  // namespace zoff::train::op_profile_test

@@ -11,7 +11,7 @@
 #include "zoff/core/error.h"
 #include "zoff/train/task.h"
 
-namespace zoff::train {
+namespace zoff::train::step_log_test {
 namespace {
 
 TEST(StepLog, WritesOneObjectPerStepWithTheDocumentedKeys) {
@@ -103,4 +103,4 @@ TEST(Task, GptEvaluatesInMicroBatchesAsInOneBatch) {
 }
 
 }  // namespace
-}  // namespace zoff::train
+}  // namespace zoff::train::step_log_test

@@ -12,7 +12,7 @@
 #include "zoff/core/error.h"
 #include "zoff/unit/unit_hooks.h"
 
-namespace zoff {
+namespace zoff::activation_checkpoint_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -215,4 +215,4 @@ TEST(ActivationCheckpoint, AutogradGradThroughACheckpointIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace zoff
+}  // namespace zoff::activation_checkpoint_test

@@ -7,7 +7,7 @@
 #include "zoff/core/error.h"
 #include "zoff/unit/unit_hooks.h"
 
-namespace zoff {
+namespace zoff::unit_call_test {
 namespace {
 
 // Records the calls an engine would get, and which module each was for.
@@ -66,4 +66,4 @@ TEST(UnitCall, AModuleBelongsToOneEngine) {
 }
 
 }  // namespace
-}  // namespace zoff
+}  // namespace zoff::unit_call_test
