@@ -20,7 +20,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 TIMEOUT_S = 120  # every collective: a stuck peer fails the run instead of hanging it
-ATOL = 0.0  # both sum two fp32 values per element: bit-equal
+# Two ranks: both add the same two fp32 values, bit-equal. More: Gloo's ring all-reduce adds
+# in its own order, zoff in rank order; they differ by rounding only.
+ORDER_RTOL = 1e-6
 
 
 def all_to_all_reduce_scatter(bucket: torch.Tensor, world: int) -> torch.Tensor:
@@ -64,14 +66,15 @@ def worker(rank, world, args):
         a = native_reduce_scatter(bucket, world)
         b = all_to_all_reduce_scatter(bucket, world)
         diff = (a - b).abs().max().item()
-        if diff > ATOL:
+        bound = 0.0 if world == 2 else ORDER_RTOL * b.abs().max().item()
+        if diff > bound:
             raise SystemExit(f"rank {rank}: native and all-to-all differ by {diff} at {mib} MiB")
         native = time_ms(native_reduce_scatter, bucket, world, args.reps)
         a2a = time_ms(all_to_all_reduce_scatter, bucket, world, args.reps)
         if rank == 0:
             # Bytes each rank sends: an all-reduce (ring: 2 (w-1)/w of the bucket), an
             # all-to-all ((w-1)/w of it).
-            print(f"{mib:5d} MiB  native reduce_scatter {native:8.2f} ms   all-to-all + sum "
+            print(f"{mib:5d} MiB  max difference {diff:.1e}  native reduce_scatter {native:8.2f} ms   all-to-all + sum "
                   f"{a2a:8.2f} ms   native / all-to-all {native / a2a:5.2f}x", flush=True)
     dist.destroy_process_group()
 
