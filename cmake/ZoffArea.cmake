@@ -56,7 +56,9 @@ function(zoff_area name)
   # Installed consumers see <prefix>/include; the build tree sees the source tree's include/.
   set(includes $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>)
   if(srcs)
+    zoff_batched_sources(${name} "${srcs}" srcs)
     add_library(zoff_${name} STATIC ${srcs})
+    zoff_batch_include_root(zoff_${name})
     target_compile_options(zoff_${name} PRIVATE ${ZOFF_WARNINGS})
     zoff_use_shared_pch(zoff_${name})
     target_include_directories(zoff_${name} PUBLIC ${includes})
@@ -74,53 +76,6 @@ function(zoff_area name)
   set(ZOFF_AREA_NAMES ${ZOFF_AREA_NAMES} ${name} CACHE INTERNAL "")
 endfunction()
 
-# A test file alone costs ~26 s to compile here, ~21 s of it what every file pays again
-# (loading the LibTorch header image, instantiating GoogleTest's and LibTorch's inline code at
-# -O2); in a batch of several files each further file costs ~5 s (measured 2026-11-27: four
-# cli test files 106 s apart, 30 s together). So each test binary compiles its files in
-# batches of ZOFF_TEST_BATCH_SIZE, one generated translation unit per batch that includes
-# them. CMake's UNITY_BUILD would do the same, but it includes them by absolute path, which
-# a compiler cache cannot share between two clones; these batches include them relative to
-# the source root (an include directory, which ccache's base_dir makes relative).
-# Test files are written for it: each puts its code in a namespace named for the file
-# (zoff::<area>::<file stem>, then an anonymous one), so two files of a batch may both have
-# a kSteps or a helper called run.
-set(ZOFF_TEST_BATCH_SIZE 8 CACHE STRING "Test files compiled together in one translation unit (1: each alone)")
-function(zoff_test_batches area sources out_var)
-  if(NOT ZOFF_TEST_BATCH_SIZE MATCHES "^[1-9][0-9]*$")
-    message(FATAL_ERROR "ZOFF_TEST_BATCH_SIZE='${ZOFF_TEST_BATCH_SIZE}' is not a count >= 1")
-  endif()
-  list(SORT sources)
-  set(batches "")
-  set(index 0)
-  set(text "")
-  set(in_batch 0)
-  foreach(src IN LISTS sources)
-    file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${src})
-    string(APPEND text "#include \"${rel}\"\n")
-    math(EXPR in_batch "${in_batch} + 1")
-    if(in_batch EQUAL ZOFF_TEST_BATCH_SIZE)
-      zoff_write_test_batch(${area} ${index} "${text}" batches)
-      math(EXPR index "${index} + 1")
-      set(text "")
-      set(in_batch 0)
-    endif()
-  endforeach()
-  if(in_batch GREATER 0)
-    zoff_write_test_batch(${area} ${index} "${text}" batches)
-  endif()
-  set(${out_var} ${batches} PARENT_SCOPE)
-endfunction()
-
-# Writes batch INDEX of AREA's tests (rewritten only when its list changes) and appends its
-# path to the list named by LIST_VAR.
-function(zoff_write_test_batch area index includes list_var)
-  set(path ${PROJECT_BINARY_DIR}/generated/test_batches/${area}_${index}.cpp)
-  file(CONFIGURE OUTPUT ${path}
-       CONTENT "// Generated (cmake/ZoffArea.cmake): tests of area ${area}, batch ${index}.\n${includes}")
-  set(${list_var} ${${list_var}} ${path} PARENT_SCOPE)
-endfunction()
-
 # Tests of area X live in tests/X/*.cpp and build into zoff_test_X. Tests that run the
 # `zoff` binary or read shared test data find paths through tests/zoff_test_paths.h, defined
 # in one generated source per binary so that no other test object depends on the checkout's
@@ -131,10 +86,9 @@ function(zoff_area_tests)
   foreach(name ${ZOFF_AREA_NAMES} cli)
     file(GLOB tsrcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${name}/*.cpp)
     if(tsrcs)
-      zoff_test_batches(${name} "${tsrcs}" batches)
-      add_executable(zoff_test_${name} ${batches} ${paths_cpp})
-      # The batches include tests/<area>/<file>.cpp by this path.
-      target_include_directories(zoff_test_${name} PRIVATE ${PROJECT_SOURCE_DIR})
+      zoff_batched_sources(test_${name} "${tsrcs}" tsrcs)
+      add_executable(zoff_test_${name} ${tsrcs} ${paths_cpp})
+      zoff_batch_include_root(zoff_test_${name})
       target_compile_options(zoff_test_${name} PRIVATE ${ZOFF_WARNINGS})
       target_include_directories(zoff_test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
       # An area's tests link that area (and what it depends on) only, so building one

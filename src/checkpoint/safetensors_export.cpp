@@ -7,6 +7,7 @@
 
 #include "zoff/checkpoint/atomic_file.h"
 #include "zoff/checkpoint/checkpoint_reader.h"
+#include "zoff/checkpoint/safetensors_writer.h"
 #include "zoff/core/error.h"
 #include "zoff/core/output_path.h"
 
@@ -17,7 +18,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian and written from memory as is");
 
 // The spec pads the JSON header with spaces so the data starts 8-byte aligned.
-constexpr size_t kHeaderAlign = 8;
 
 // The trainable parameters in module registration order.
 std::vector<partition::ParamSlot> export_order(const CheckpointInfo& info) {
@@ -73,7 +73,9 @@ ExportSummary export_safetensors(const std::string& dir_or_root, const std::stri
   const std::vector<partition::ParamSlot> slots = export_order(info);
   const auto header = safetensors_header(info, slots, &summary);
   std::string text = header.dump();
-  text.append((kHeaderAlign - text.size() % kHeaderAlign) % kHeaderAlign, ' ');
+  text.append(
+      (kSafetensorsHeaderAlign - text.size() % kSafetensorsHeaderAlign) % kSafetensorsHeaderAlign,
+      ' ');
   const uint64_t n = text.size();
 
   AtomicFileWriter out = [&]() -> AtomicFileWriter {

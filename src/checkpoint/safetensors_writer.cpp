@@ -11,7 +11,6 @@ namespace {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian and written from memory as is");
-constexpr size_t kHeaderAlign = 8;  // the spec pads the header so the data starts aligned
 
 }  // namespace
 
@@ -43,7 +42,9 @@ void SafetensorsWriter::write_header() {
     offset += e.bytes;
   }
   std::string text = header.dump();
-  text.append((kHeaderAlign - text.size() % kHeaderAlign) % kHeaderAlign, ' ');
+  text.append(
+      (kSafetensorsHeaderAlign - text.size() % kSafetensorsHeaderAlign) % kSafetensorsHeaderAlign,
+      ' ');
   const uint64_t n = text.size();
   out_ = std::make_unique<AtomicFileWriter>(path_);
   out_->write(&n, sizeof n);  // uint64 little-endian

@@ -18,24 +18,13 @@
 
 #include "collective_checks.h"
 #include "completed_work.h"
+#include "exception_first_line.h"
 #include "zoff/core/error.h"
 
 namespace zoff::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The first line of an exception's message: c10 errors append a C++ backtrace.
-std::string first_line(const std::exception& e) {
-  std::string text;
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    text = c10_error->what_without_backtrace();
-  } else {
-    text = e.what();
-  }
-  const auto newline = text.find('\n');
-  return newline == std::string::npos ? text : text.substr(0, newline);
-}
 
 // The local address this host would use to reach `host` (no packet is sent: a UDP connect
 // only picks a route). Empty if `host` does not resolve.
@@ -257,7 +246,10 @@ WorkPtr GlooComm::reduce_scatter_sum(torch::Tensor input, torch::Tensor output) 
   const int64_t n = out.numel();
   if (n == 0) return std::make_shared<CompletedWork>();
   // Rank r sends chunk r of its input to rank r and receives one chunk of n elements from
-  // every rank, in rank order: received = [size, n] in the input's dtype.
+  // every rank, in rank order: received = [size, n] in the input's dtype. Not Gloo's own
+  // reduce_scatter (PyTorch 2.x): that is an all-reduce of the whole input, twice the bytes,
+  // summed in the ring's order rather than rank order, and 1.05-2.8x slower here at 4-128
+  // MiB, 2 and 3 ranks (scripts/bench_gloo_reduce_scatter.py, 2026-11-27).
   auto received = torch::empty({size_ * n}, in.options());
   const int size = size_;
   return group_->issue(

@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
+#include "exception_first_line.h"
 #include "zoff/core/error.h"
 
 namespace zoff::dist {
@@ -27,12 +28,6 @@ std::string seconds_text(std::chrono::milliseconds t) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", static_cast<double>(t.count()) / 1000.0);
   return text;
-}
-
-std::string first_line(const std::exception& e) {
-  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  const std::string text = c10_error != nullptr ? c10_error->what_without_backtrace() : e.what();
-  return text.substr(0, text.find('\n'));
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 namespace zoff::engine {
 
 namespace {
-constexpr size_t kAlignment = 64;  // one cache line: the kernels read whole vectors
+constexpr size_t kCacheLineAlignment = 64;  // one cache line: the kernels read whole vectors
 }
 
 GradWindow::GradWindow(size_t group_elems, size_t max_buffers, std::chrono::milliseconds timeout)
@@ -27,7 +27,7 @@ float* GradWindow::acquire(size_t group) {
              timeout_.count(), " ms (the optimizer step is not consuming them)");
   offload::HostBuffer buffer;
   if (free_.empty()) {
-    buffer = offload::HostBuffer(group_elems_ * sizeof(float), kAlignment);  // zero-filled
+    buffer = offload::HostBuffer(group_elems_ * sizeof(float), kCacheLineAlignment);  // zero-filled
   } else {
     buffer = std::move(free_.back());
     free_.pop_back();

@@ -23,7 +23,7 @@ namespace {
 constexpr size_t kMaxParams = size_t{1} << 31;  // 8 GiB per fp32 array, past this machine's RAM
 constexpr int kMaxSteps = 1000;
 constexpr int kMaxRepeats = 100;
-constexpr size_t kAlignment = 4096;  // bytes: the tier's O_DIRECT unit
+constexpr size_t kDirectIoAlignment = 4096;  // bytes: the tier's O_DIRECT unit
 // fp32 arrays of AdamW that cross the disk each way per step: master, exp_avg, exp_avg_sq.
 constexpr double kArraysMoved = 3;
 
@@ -76,7 +76,7 @@ struct Bench {
     probe.aio = o.aio;
     probe.transfer_bytes = static_cast<size_t>(nvme->sub_group_elems()) * sizeof(float);
     const auto state_bytes = static_cast<size_t>(kArraysMoved * sizeof(float)) * o.params;
-    probe.file_bytes = round_up(std::max(state_bytes, probe.transfer_bytes), kAlignment);
+    probe.file_bytes = round_up(std::max(state_bytes, probe.transfer_bytes), kDirectIoAlignment);
     probe.transfer_bytes = std::min(probe.transfer_bytes, probe.file_bytes);
     io = std::make_unique<offload::IoBench>(probe);
   }

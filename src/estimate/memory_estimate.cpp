@@ -94,7 +94,7 @@ StageEstimate estimate_stage(int stage, const EstimateOptions& o, int64_t ranks_
   return e;
 }
 
-std::string gb(int64_t bytes) {
+std::string gb_and_gib(int64_t bytes) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%9.2f GB %9.2f GiB", static_cast<double>(bytes) / 1e9,
                 static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30));
@@ -196,11 +196,13 @@ std::string to_table(const MemoryEstimate& m) {
   for (const StageEstimate& e : m.stages) {
     if (offload) {
       std::snprintf(line, sizeof(line), "%-18s | %s | %s | %s | %s\n", names[e.stage],
-                    gb(e.compute_bytes).c_str(), gb(e.offload_bytes).c_str(),
-                    gb(e.per_node_compute_bytes).c_str(), gb(e.per_node_offload_bytes).c_str());
+                    gb_and_gib(e.compute_bytes).c_str(), gb_and_gib(e.offload_bytes).c_str(),
+                    gb_and_gib(e.per_node_compute_bytes).c_str(),
+                    gb_and_gib(e.per_node_offload_bytes).c_str());
     } else {
       std::snprintf(line, sizeof(line), "%-18s | %s | %s\n", names[e.stage],
-                    gb(e.compute_bytes).c_str(), gb(e.per_node_compute_bytes).c_str());
+                    gb_and_gib(e.compute_bytes).c_str(),
+                    gb_and_gib(e.per_node_compute_bytes).c_str());
     }
     os << line;
   }

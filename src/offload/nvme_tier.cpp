@@ -17,9 +17,9 @@ namespace zoff::offload {
 
 namespace {
 
-constexpr size_t kDiskAlignment = 4096;  // bytes: O_DIRECT offsets, lengths and buffers
+constexpr size_t kDirectIoAlignment = 4096;  // bytes: O_DIRECT offsets, lengths and buffers
 
-size_t padded(size_t bytes) { return round_up(bytes, kDiskAlignment); }
+size_t padded(size_t bytes) { return round_up(bytes, kDirectIoAlignment); }
 
 void warn_buffered_once(const std::string& dir) {
   static std::once_flag once;
@@ -69,7 +69,7 @@ class NvmeTier : public Tier {
 
   std::string name() const override { return "nvme"; }
   bool is_host() const override { return false; }
-  size_t alignment() const override { return kDiskAlignment; }
+  size_t alignment() const override { return kDirectIoAlignment; }
   std::unique_ptr<TierRegion> allocate(const std::string& name, size_t bytes) override;
   TierUsage usage() const override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -126,7 +126,7 @@ std::string NvmeTier::io_description() const {
 NvmeRegion::~NvmeRegion() { tier_->release(name_, file_->bytes()); }
 
 IoRequest NvmeRegion::start(IoOp op, uint64_t offset, char* buf, size_t n) {
-  check_transfer_rules(op, name_, bytes_, kDiskAlignment, offset, buf, n);
+  check_transfer_rules(op, name_, bytes_, kDirectIoAlignment, offset, buf, n);
   if (n == 0) return IoRequest();
   // A file deleted or truncated under us fails here, before any byte moves (one fstat).
   file_->check();
@@ -140,7 +140,7 @@ IoRequest NvmeRegion::start(IoOp op, uint64_t offset, char* buf, size_t n) {
   spec.buf = buf;
   spec.length = padded(n);
   spec.block_size = aio.block_size;
-  spec.alignment = kDiskAlignment;
+  spec.alignment = kDirectIoAlignment;
   spec.direct = file_->direct();
   auto transfer = std::make_shared<Transfer>(std::move(spec));
   tier_->engine().submit(transfer);

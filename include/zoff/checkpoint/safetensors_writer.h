@@ -14,6 +14,10 @@
 
 namespace zoff::checkpoint {
 
+// The safetensors format pads its JSON header with spaces so the tensor data starts at a
+// multiple of this many bytes.
+inline constexpr size_t kSafetensorsHeaderAlign = 8;
+
 class SafetensorsWriter {
  public:
   // `path` is checked by the caller (check_output_path); nothing is created before the
