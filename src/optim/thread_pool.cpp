@@ -104,8 +104,8 @@ void ThreadPool::run(const std::function<void(int)>& task) {
   spin_for_workers();
   std::unique_lock<std::mutex> lock(mutex_);
   if (!done_.wait_for(lock, kRunTimeout, [&] { return pending_ == 0; })) {
-    throw Error(detail::concat("thread pool: ", pending_.load(), " of ", workers_.size(),
-                               " workers did not finish within ", kRunTimeout.count(), " s"));
+    throw Error(zoff::detail::concat("thread pool: ", pending_.load(), " of ", workers_.size(),
+                                     " workers did not finish within ", kRunTimeout.count(), " s"));
   }
   task_ = nullptr;
   if (!error) error = error_;
