@@ -75,7 +75,7 @@ inline GptConfig gpt_preset(const std::string& name) {
   if (name == "6.7b") return make(32, 32, 4096, 2048);
   if (name == "13b") return make(40, 40, 5120, 2048);
   throw UsageError(
-      detail::concat("gpt: unknown preset '", name, "' (valid: ", kGptPresetNames, ")"));
+      zoff::detail::concat("gpt: unknown preset '", name, "' (valid: ", kGptPresetNames, ")"));
 }
 
 // A preset trained at another context (zoff train --context): `context` tokens instead of
