@@ -18,6 +18,16 @@
 # Highway kernels (hwy/foreach_target.h re-includes the file once per SIMD target) are
 # compiled alone. ZOFF_BATCH_SIZE=1 compiles every file alone (quicker rebuilds while editing
 # one file; slower cold builds).
+# Sets OUT_VAR to TRUE when SRC is a Highway kernel (includes hwy/foreach_target.h).
+function(zoff_is_highway_kernel src out_var)
+  file(STRINGS ${src} uses_highway_targets REGEX "#include <hwy/foreach_target.h>")
+  if(uses_highway_targets)
+    set(${out_var} TRUE PARENT_SCOPE)
+  else()
+    set(${out_var} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
+
 set(ZOFF_BATCH_SIZE 8 CACHE STRING "Source files compiled together in one translation unit (1: each alone)")
 
 # Sets OUT_VAR to SOURCES with all but the Highway kernels replaced by batches named
@@ -30,8 +40,8 @@ function(zoff_batched_sources label sources out_var)
   set(result "")
   set(batched "")
   foreach(src IN LISTS sources)
-    file(STRINGS ${src} uses_highway_targets REGEX "#include <hwy/foreach_target.h>")
-    if(uses_highway_targets OR ZOFF_BATCH_SIZE EQUAL 1)
+    zoff_is_highway_kernel(${src} highway)
+    if(highway OR ZOFF_BATCH_SIZE EQUAL 1)
       list(APPEND result ${src})
     else()
       list(APPEND batched ${src})
