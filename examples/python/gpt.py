@@ -1,7 +1,9 @@
 """A byte-level GPT in plain PyTorch, op for op the same as zoff's C++ gpt (src/models/gpt.cpp),
 and the text of Debian's fortunes as its data. Nothing here needs zoff: where zoff imports,
-bf16 LayerNorm, GELU and attention's causal softmax take its fused kernels (zoff.nn), as the
-C++ gpt does."""
+bf16 LayerNorm, GELU and attention's causal softmax take its fused kernels, and the matrix
+products its widened 16-bit products where the CPU lacks bf16 dot products (zoff.nn), as the
+C++ gpt does. Whichever training system runs it (zoff, DDP, FSDP2, DeepSpeed), the model
+computes the same way."""
 import math
 import os
 
@@ -14,6 +16,14 @@ try:  # zoff's fused bf16 CPU kernels where zoff imports; plain PyTorch otherwis
 except ImportError:
     zoff_nn = None
 gelu = zoff_nn.gelu if zoff_nn is not None else F.gelu
+linear = zoff_nn.linear if zoff_nn is not None else F.linear
+bmm = zoff_nn.bmm if zoff_nn is not None else torch.bmm
+matmul = zoff_nn.matmul if zoff_nn is not None else torch.matmul
+if zoff_nn is not None:
+    baddbmm = zoff_nn.baddbmm
+else:
+    def baddbmm(c, a, b, *, beta=1.0, alpha=1.0):
+        return torch.baddbmm(c, a, b, beta=beta, alpha=alpha)
 
 PRESETS = {  # the C++ presets (include/zoff/models/gpt_config.h)
     "tiny": dict(n_layer=5, n_head=4, n_embd=128, block_size=128),
@@ -36,12 +46,19 @@ class LayerNorm(nn.LayerNorm):
                             self.bias.float(), self.eps).to(x.dtype)
 
 
+class Linear(nn.Linear):
+    """nn.Linear through `linear` above (zoff's widened 16-bit product where it applies)."""
+
+    def forward(self, x):
+        return linear(x, self.weight, self.bias)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, n_embd, n_head):
         super().__init__()
         self.n_head = n_head
-        self.qkv = nn.Linear(n_embd, 3 * n_embd)
-        self.proj = nn.Linear(n_embd, n_embd)
+        self.qkv = Linear(n_embd, 3 * n_embd)
+        self.proj = Linear(n_embd, n_embd)
 
     def forward(self, x):
         B, T, C = x.shape
@@ -50,14 +67,14 @@ class CausalSelfAttention(nn.Module):
         q, k = q.reshape(B * self.n_head, T, hs), k.reshape(B * self.n_head, T, hs)
         if zoff_nn is not None and q.dtype == torch.bfloat16:
             # zoff's kernel scales, masks and normalizes each row's prefix, as the C++ gpt.
-            att = zoff_nn.causal_softmax(torch.bmm(q, k.transpose(1, 2)), 1.0 / math.sqrt(hs))
+            att = zoff_nn.causal_softmax(bmm(q, k.transpose(1, 2)), 1.0 / math.sqrt(hs))
         else:
             # Scores plus the causal mask (-inf above the diagonal) in one baddbmm, as the C++
             # gpt: faster than matmul, scale and masked_fill, and no mask to apply in backward.
             future = torch.full((T, T), float("-inf"), dtype=q.dtype, device=x.device).triu(1)
-            att = torch.softmax(torch.baddbmm(future, q, k.transpose(1, 2), alpha=1.0 / math.sqrt(hs)), -1)
+            att = torch.softmax(baddbmm(future, q, k.transpose(1, 2), alpha=1.0 / math.sqrt(hs)), -1)
         att = att.view(B, self.n_head, T, T)
-        y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
+        y = matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
         return self.proj(y)
 
 
@@ -67,8 +84,8 @@ class Block(nn.Module):
         self.ln_1 = LayerNorm(n_embd)
         self.attn = CausalSelfAttention(n_embd, n_head)
         self.ln_2 = LayerNorm(n_embd)
-        self.fc = nn.Linear(n_embd, 4 * n_embd)
-        self.mlp_proj = nn.Linear(4 * n_embd, n_embd)
+        self.fc = Linear(n_embd, 4 * n_embd)
+        self.mlp_proj = Linear(4 * n_embd, n_embd)
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -82,7 +99,7 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(block_size, n_embd)
         self.blocks = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
         self.ln_f = LayerNorm(n_embd)
-        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.lm_head = Linear(n_embd, vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied: trained once
         self._init_weights(n_layer)
 

@@ -1,17 +1,30 @@
-"""zoff's fused bf16 CPU kernels as drop-ins for torch.nn.functional and torch.nn modules.
+"""zoff's fused bf16 CPU kernels and widened 16-bit matrix products as drop-ins for
+torch.nn.functional, torch and torch.nn modules.
 
-PyTorch 1.13's CPU LayerNorm on bf16 input was ~3x slower than widening to fp32 and back (not
-yet re-measured on 2.x), and its GELU backward takes an erf and an exp per element; a masked softmax exponentiates the
-masked half of attention's scores too. zoff's kernels compute in fp32 inside
-and round once, in one pass each way (the C++ gpt uses the same ones). Each function takes
-the kernel only where it applies (bf16 CPU tensors, LayerNorm over the last dimension with
-weight and bias, the exact GELU, autocast off for LayerNorm, square scores) and is torch.nn.functional's
-own otherwise, so a model using them runs anywhere.
+Kernels: PyTorch's CPU LayerNorm, GELU and masked softmax on bf16 input take several passes
+(GELU's backward an erf and an exp per element; the masked softmax exponentiates the masked
+half of attention's scores too). zoff's compute in fp32 inside and round once, in one pass
+each way (the C++ gpt uses the same ones); on PyTorch 2.15 (AVX2 EPYC, gpt small's shapes,
+one thread, 2026-11-28) they take 0.58-0.95x the time of PyTorch's own ops (docs/figures.md).
+Each function takes the kernel only where it applies (bf16 CPU tensors, LayerNorm over the last
+dimension with weight and bias, the exact GELU, autocast off for LayerNorm, square scores) and
+is torch.nn.functional's own otherwise, so a model using them runs anywhere.
+
+Products: on CPUs without bf16 dot products (no AVX512-BF16 or AMX-BF16) ATen's bf16 and fp16
+GEMMs are a generic kernel, ~30x slower than its fp32 GEMM. `linear`, `matmul`, `bmm` and
+`baddbmm` compute a 16-bit product there as the fp32 product rounded once to the 16-bit type
+(the arithmetic of a 16-bit GEMM with fp32 accumulation, up to the order of the additions),
+in forward and backward, saving only the 16-bit operands. fp16 is always widened; bf16 per
+ZOFF_BF16_PRODUCTS (auto: by the CPU; native; widened), as in the C++ models, or
+set_bf16_products("auto" | "native" | "widened") for the whole process. Under
+torch.autocast("cpu") they cast their operands to autocast's dtype first, as autocast would,
+then widen. fp32 products, and 16-bit ones that are not widened, are PyTorch's own ops.
 
     from zoff import nn as znn
     self.ln = znn.LayerNorm(n_embd)          # or znn.layer_norm(x, shape, w, b, eps)
+    self.fc = znn.Linear(n_embd, 4 * n_embd)  # or znn.linear(x, w, b)
     h = znn.gelu(self.fc(x))
-    att = znn.causal_softmax(q @ k.transpose(-2, -1), 1 / math.sqrt(head_size))
+    att = znn.causal_softmax(znn.bmm(q, k.transpose(-2, -1)), 1 / math.sqrt(head_size))
 """
 import math
 
@@ -20,7 +33,11 @@ import torch.nn.functional as F
 
 from . import _zoff
 
-__all__ = ["layer_norm", "gelu", "causal_softmax", "LayerNorm", "GELU"]
+__all__ = ["layer_norm", "gelu", "causal_softmax", "linear", "matmul", "bmm", "baddbmm",
+           "set_bf16_products", "bf16_products_widened", "LayerNorm", "GELU", "Linear"]
+
+set_bf16_products = _zoff.set_bf16_products
+bf16_products_widened = _zoff.bf16_products_widened
 
 
 def _fused_applies(x):
@@ -61,6 +78,59 @@ def causal_softmax(scores, scale):
     T = scores.size(-1)
     future = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu(1)
     return torch.softmax((scores * scale).masked_fill(future, float("-inf")), -1)
+
+
+def _widened_dtype(dtype):
+    return dtype == torch.float16 or (dtype == torch.bfloat16 and bf16_products_widened())
+
+
+def _product(widened_op, torch_op, lead, operands, *args):
+    """torch_op(*operands, *args), or widened_op where the product is widened. `lead` is the
+    operand whose dtype (or, under autocast, autocast's dtype) decides."""
+    if lead.device.type != "cpu":
+        return torch_op(*operands, *args)
+    if torch.is_autocast_enabled("cpu"):
+        cast = torch.get_autocast_dtype("cpu")
+        if not _widened_dtype(cast):
+            return torch_op(*operands, *args)
+        # autocast's own casts, then the product without autocast (which would cast the
+        # widened fp32 operands back down).
+        operands = [t.to(cast) if t is not None and t.is_floating_point() else t for t in operands]
+        with torch.autocast("cpu", enabled=False):
+            return widened_op(*operands, *args)
+    if _widened_dtype(lead.dtype):
+        return widened_op(*operands, *args)
+    return torch_op(*operands, *args)
+
+
+def linear(x, weight, bias=None):
+    """F.linear: x @ weight^T + bias; a widened 16-bit product where one applies."""
+    return _product(_zoff.widened_linear, F.linear, x, [x, weight, bias])
+
+
+def matmul(a, b):
+    """torch.matmul of two operands with two or more dimensions each; widened where it applies."""
+    if a.dim() < 2 or b.dim() < 2:
+        return torch.matmul(a, b)
+    return _product(_zoff.widened_matmul, torch.matmul, a, [a, b])
+
+
+def bmm(a, b):
+    """torch.bmm (3-D operands); widened where it applies."""
+    return _product(_zoff.widened_bmm, torch.bmm, a, [a, b])
+
+
+def baddbmm(c, a, b, *, beta=1.0, alpha=1.0):
+    """torch.baddbmm: beta c + alpha (a @ b); widened where it applies (a's dtype decides)."""
+    return _product(_zoff.widened_baddbmm, lambda c_, a_, b_, be, al: torch.baddbmm(
+        c_, a_, b_, beta=be, alpha=al), a, [c, a, b], float(beta), float(alpha))
+
+
+class Linear(torch.nn.Linear):
+    """torch.nn.Linear whose forward is zoff.nn.linear."""
+
+    def forward(self, x):
+        return linear(x, self.weight, self.bias)
 
 
 class LayerNorm(torch.nn.LayerNorm):
