@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Beyond RAM (issue 11): the largest gpt zoff trains on this machine against the largest
 # plain LibTorch trains, same script, same context, batch and activation checkpointing:
-# by default batch 1, context 1024, no checkpointing (the bar of shared/design.md);
+# by default batch 1, context 1024, no checkpointing (the ZeRO-Offload paper's setting);
 # CKPT=1 recomputes blocks in both (less activation memory for both).
 #  1. zoff: gpt PRESET (6.7b: 6.45B parameters) for STEPS steps at stage 3, bf16, int8
 #     optimizer states, with the fp32 master, the states and the bf16 parameters in files

@@ -46,8 +46,8 @@ torch::Tensor norm(torch::nn::LayerNorm& ln, const torch::Tensor& x, bool fused)
 }
 
 // GELU; bf16 x with `fused`: LibTorch's forward and zoff's backward, one exponential per
-// element where LibTorch 1.13's takes an erf and an exp (gpt small, bf16, 2 ranks: GELU
-// backward 43 -> 23 ms of a ~1,150 ms step; see fused_gelu.h and the README).
+// element where LibTorch's takes an erf and an exp (gpt small's shapes, one thread, PyTorch
+// 2.15: forward + backward 13.1 vs 17.4 ms; fused_gelu.h, docs/figures.md).
 torch::Tensor gelu(const torch::Tensor& x, bool fused) {
   if (fused && x.scalar_type() == torch::kBFloat16) return fused_gelu(x);
   return torch::gelu(x);
@@ -74,7 +74,8 @@ torch::Tensor CausalSelfAttentionImpl::weights(const torch::Tensor& q,
   const double scale = 1.0 / std::sqrt(double(q.size(2)));
   if (fused_softmax_ && q.scalar_type() == torch::kBFloat16) {
     // The kernel scales, masks and normalizes the prefix of each row in one pass and never
-    // reads the future (gpt small, bf16, per layer, forward and backward: see the README).
+    // reads the future (gpt small's shapes: forward 2.78 vs 4.81 ms for LibTorch's masked
+    // softmax, docs/figures.md).
     return fused_causal_softmax(widened_bmm(q, k.transpose(1, 2)), scale);
   }
   // Scores q k^T / sqrt(hs) plus the causal mask, in one baddbmm: the mask is an addend,

@@ -19,7 +19,7 @@ constexpr size_t kHugePage = size_t{2} << 20;  // bytes (x86-64 transparent huge
 // policy, so a 2-rank shard of gpt small's states) aligned_alloc carves the array out of the
 // main heap, and the advice then splits the heap's mapping around it. With the states there,
 // gpt small bf16 at stages 1-2 on 2 ranks ran its forward at ~350-400 ms against ~250 at
-// stage 0, whose larger states were mapped on their own (the README's bf16 step figures).
+// stage 0, whose larger states were mapped on their own (2026-11-26, docs/figures.md).
 float* map_huge_aligned(size_t bytes) {
   const size_t span = bytes + kHugePage;  // room to slide the start to a 2 MiB boundary
   void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -15,12 +15,13 @@ namespace zoff::cli_test::beyond_ram_test {
 namespace {
 
 // Model states of mixed-precision Adam: bf16 params 2 + fp32 master 4 + m, v 8 + fp32
-// gradient shard 4 bytes per parameter (shared/design.md).
+// gradient shard 4 bytes per parameter (the ZeRO paper's 16 with zoff's fp32 gradients).
 constexpr double kStateBytesPerParam = 18.0;
 constexpr double kBudgetFraction = 0.25;  // the budget is a quarter of the model states
 constexpr int64_t kSteps = 3;
 // With the gradient shard on disk the norm is summed bucket by bucket, not over the whole
-// shard: the same value up to the order of the additions (README, offload_optimizer.gradients).
+// shard: the same value up to the order of the additions (docs/config.md,
+// offload_optimizer.gradients).
 constexpr double kGradNormRelTol = 1e-5;
 
 // Stage 3, bf16, batch 1. `on_disk`: master, optimizer states, gradient shard and

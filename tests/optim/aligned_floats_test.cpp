@@ -1,5 +1,6 @@
 // AlignedFloats: alignment, and large arrays in a THP-advised mapping of their own, never in
-// malloc's heap (states placed there slowed the bf16 step: the README's session-40 figures).
+// malloc's heap (states placed there slowed the bf16 step's forward, gpt small at 2 ranks,
+// 2026-11-26; the measurements: git log -p -- docs/figures_history.md).
 #include "zoff/optim/aligned_floats.h"
 
 #include <gtest/gtest.h>

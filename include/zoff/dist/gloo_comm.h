@@ -13,7 +13,7 @@ namespace zoff::dist {
 // the input per rank each way) followed by a local sum in rank order, accumulated in fp32
 // (fp64 for fp64 input): the same sums, bit for bit, as the shared-memory transport's. Gloo's
 // own reduce_scatter (PyTorch 2.x) is an all-reduce of the whole input underneath, twice those
-// bytes, in an order of its own (measured in the README).
+// bytes, in an order of its own (measured: docs/figures.md, Communication).
 //
 // Data moves as raw bytes, so all_gather and broadcast take any dtype (bf16 included).
 // Each Work::wait() gives up after the timeout given at construction and throws

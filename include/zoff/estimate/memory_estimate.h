@@ -75,8 +75,9 @@ struct MemoryEstimate {
   std::array<StageEstimate, 4> stages;  // ZeRO stages 0, 1, 2, 3
 };
 
-// The memory model of shared/design.md (ZeRO paper, section 3 and Table 1). With psi params,
-// N ranks and s = ceil(psi / N) elements per shard (zoff pads shards to equal size):
+// The memory model of the ZeRO paper (section 3 and Table 1), with zoff's fp32 gradients
+// (where each state lives: docs/architecture.md). With psi params, N ranks and
+// s = ceil(psi / N) elements per shard (zoff pads shards to equal size):
 //   mixed precision (bf16/fp16), K = 12 (fp32 master 4 + m 4 + v 4 bytes):
 //     stage 0: 2psi + 2psi + 12psi   stage 1: 2psi + 2psi + 12s
 //     stage 2: 2psi + (2 + 12)s      stage 3: (2 + 2 + 12)s
