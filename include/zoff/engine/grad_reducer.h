@@ -140,7 +140,11 @@ class GradReducer {
   torch::ScalarType staging_dtype() const;
   bool active_ = false;
   bool boundary_ = false;
-  std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators_;
+  // What grad_accumulator() returns: std::shared_ptr<Node> up to PyTorch 2.11,
+  // c10::intrusive_ptr<Node> by 2.15.
+  using AccumulatorPtr =
+      decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
+  std::vector<AccumulatorPtr> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   std::mutex mutex_;
 };
