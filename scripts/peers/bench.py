@@ -86,6 +86,18 @@ def disk_bytes(path):
     return total
 
 
+def collect_ranks(work, ranks, disk):
+    """A Python run's result from its ranks' files: rank 0's times, the step's loss as the
+    mean of the ranks' (each rank's loss is the mean over its own equal slice, so this is
+    the global batch's, as the reference computes it), the largest peak RSS."""
+    files = [json.load(open(os.path.join(work, f"rank{r}.json"))) for r in range(ranks)]
+    steps = [dict(s) for s in files[0]["steps"]]
+    for i, s in enumerate(steps):
+        s["loss"] = statistics.fmean(f["steps"][i]["loss"] for f in files)
+    return {"implementation": files[0]["implementation"], "tokens_per_step": files[0]["tokens_per_step"],
+            "steps": steps, "peak_rss": max(f["peak_rss"] for f in files), "disk_bytes": disk}
+
+
 def first_error_line(text):
     for line in text.splitlines():
         if re.search(r"Error|error:|Exception|failed", line):
@@ -153,11 +165,7 @@ class Runner:
         p, disk = self.launch(cmd, os.path.join(work, "output.txt"), nvme)
         if p.returncode != 0:
             return {"error": first_error_line(p.stdout + p.stderr)}
-        ranks = [json.load(open(os.path.join(work, f"rank{r}.json"))) for r in range(self.a.ranks)]
-        r0 = ranks[0]
-        return {"implementation": r0["implementation"], "tokens_per_step": r0["tokens_per_step"],
-                "steps": r0["steps"], "peak_rss": max(r["peak_rss"] for r in ranks),
-                "disk_bytes": disk}
+        return collect_ranks(work, self.a.ranks, disk)
 
     def run_cpp(self, label, config, steps, work, nvme):
         log = os.path.join(work, "log.jsonl")
@@ -282,6 +290,27 @@ def print_table(results, a):
               f"{fmt_bytes(rss):>14s} {fmt_bytes(disk):>9s}  {phases}{'  (' + own + ')' if own else ''}")
 
 
+def report_only(a):
+    """The gate and table again from a finished benchmark's files under a.out (results.json,
+    the ranks' files, the references' logs)."""
+    results = json.load(open(os.path.join(a.out, "results.json")))
+    ref = json.load(open(os.path.join(a.out, "reference", "rank0.json")))["steps"]
+    cpp_log = os.path.join(a.out, "reference_cpp", "log.jsonl")
+    ref_cpp = ([json.loads(line) for line in open(cpp_log) if '"event"' not in line]
+               if os.path.exists(cpp_log) else None)
+    for label, rounds in results.items():
+        for i, r in enumerate(rounds):
+            if "error" in r:
+                continue
+            if "cpp" not in label:
+                rounds[i] = collect_ranks(os.path.join(a.out, f"{label}_r{i + 1}"), a.ranks, r["disk_bytes"])
+            if i == 0:
+                rounds[i]["gate"] = gate(rounds[i], ref_cpp if "cpp" in label else ref, a.gate_steps)
+    a.rounds = max(len(r) for r in results.values())
+    print_gate(results, a)
+    print_table(results, a)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="small")
@@ -294,7 +323,11 @@ def main():
     p.add_argument("--out", default=os.path.join(ROOT, "runs", "bench_peers"))
     p.add_argument("--build-dir", default="build")
     p.add_argument("--timeout", type=int, default=3600, help="seconds per run")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: re-read the runs under --out and print the gate and table")
     a = p.parse_args()
+    if a.report_only:
+        return report_only(a)
     if a.steps < max(a.gate_steps, a.warmup + 3):
         raise SystemExit(f"bench_peers: --steps {a.steps}: must be >= --gate-steps ({a.gate_steps}) "
                          f"and >= --warmup + 3 ({a.warmup + 3})")
