@@ -63,8 +63,10 @@ RUNS = ["zoff_s2_cpu", "zoff_s3_nvme", "zoff_cpp_s2_cpu", "zoff_cpp_s3_nvme", "d
         "deepspeed_s3_nvme", "fsdp2", "fsdp2_offload", "ddp"]
 
 
-def write_config(out, zero_key, nvme_dir):
-    cfg = json.loads(json.dumps(BASE_CONFIG))
+def write_config(out, zero_key, nvme_dir, **overrides):
+    """BASE_CONFIG with ZERO[zero_key] (its NVMe paths at nvme_dir) and top-level overrides,
+    written under `out`; returns the file's path."""
+    cfg = {**json.loads(json.dumps(BASE_CONFIG)), **overrides}
     if zero_key:
         z = json.loads(json.dumps(ZERO[zero_key]).replace("NVME", nvme_dir))
         cfg["zero_optimization"] = z
@@ -125,7 +127,9 @@ class Runner:
             zero_key = None
         if zero_key == "s3_nvme":
             os.makedirs(nvme)
-        config = write_config(work, zero_key, nvme)
+        # The C++ runs log zoff's own phase times too.
+        extra = {"wall_clock_breakdown": True} if label.startswith("zoff_cpp") else {}
+        config = write_config(work, zero_key, nvme, **extra)
         if label.startswith("zoff_cpp"):
             result = self.run_cpp(label, config, steps, work, nvme if zero_key == "s3_nvme" else "")
         else:
@@ -169,9 +173,6 @@ class Runner:
 
     def run_cpp(self, label, config, steps, work, nvme):
         log = os.path.join(work, "log.jsonl")
-        cfg = json.load(open(config))
-        cfg["wall_clock_breakdown"] = True
-        json.dump(cfg, open(config, "w"), indent=2)
         cmd = [self.zoff, "launch", "-n", str(self.a.ranks), "--", "/usr/bin/time", "-v", self.zoff,
                "train", "--model", "gpt", "--preset", self.a.preset, "--config", config, "--steps",
                str(steps), "--seed", "1", "--log", log, "--no-eval"]
@@ -180,7 +181,7 @@ class Runner:
             return {"error": first_error_line(p.stdout + p.stderr)}
         rss = [int(v) * 1024 for v in re.findall(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr + p.stdout)]
         rows = [json.loads(line) for line in open(log) if '"event"' not in line]
-        tokens = cfg["train_batch_size"] * int(rows[0]["tokens_per_s"] / rows[0]["samples_per_s"])
+        tokens = BASE_CONFIG["train_batch_size"] * int(rows[0]["tokens_per_s"] / rows[0]["samples_per_s"])
         out = {"implementation": "zoff train (C++)", "tokens_per_step": tokens,
                "steps": [{"loss": r["loss"], "lr": r["lr"], "grad_norm": r["grad_norm"],
                           "seconds": tokens / r["tokens_per_s"], "times_ms": self.cpp_times(r)}
@@ -201,13 +202,11 @@ class Runner:
         work = os.path.join(self.a.out, "reference_cpp" if cpp else "reference")
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
-        config = write_config(work, None, "")
+        # fp32, the whole global batch in one process.
+        config = write_config(work, None, "", bf16={"enabled": False},
+                              train_micro_batch_size_per_gpu=BASE_CONFIG["train_batch_size"])
         if cpp:
             log = os.path.join(work, "log.jsonl")
-            cfg = json.load(open(config))
-            cfg["bf16"] = {"enabled": False}
-            cfg["train_micro_batch_size_per_gpu"] = cfg["train_batch_size"]  # one process
-            json.dump(cfg, open(config, "w"), indent=2)
             cmd = [self.zoff, "train", "--model", "gpt", "--preset", self.a.preset, "--config", config,
                    "--steps", str(steps), "--seed", "1", "--log", log, "--no-eval", "--reference"]
             p, _ = self.launch(cmd, os.path.join(work, "output.txt"))
