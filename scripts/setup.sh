@@ -24,6 +24,9 @@ PACKAGES=(
   time                    # /usr/bin/time -v: peak RSS in scripts/bench_stage3.sh
   chromium                # headless rendering test of `zoff report` pages
 )
+# Packages a caller needs beside zoff's (scripts/setup_peers.sh: DeepSpeed's libaio-dev).
+read -r -a extra <<<"${ZOFF_EXTRA_PACKAGES:-}"
+PACKAGES+=("${extra[@]}")
 
 install_debian_packages() {
   [[ "${ZOFF_SKIP_APT:-0}" == "1" ]] && return 0

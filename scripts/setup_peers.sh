@@ -7,18 +7,10 @@
 #   ZOFF_PEERS_VENV  the venv (default: beside zoff's, venv-peers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+# zoff's own setup, with Debian's libaio-dev added to its package list.
+ZOFF_EXTRA_PACKAGES=libaio-dev bash scripts/setup.sh
 source scripts/env.sh
 PEERS_VENV="${ZOFF_PEERS_VENV:-$ZOFF_CACHE_ROOT/venv-peers}"
-
-if ! dpkg-query -W -f='${Status}' libaio-dev 2>/dev/null | grep -q "install ok installed"; then
-  sudo=""
-  [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  echo "setup_peers: installing libaio-dev (DeepSpeed's async_io op)"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends libaio-dev
-fi
 
 want="$(cat python/requirements.txt scripts/peers/requirements.txt | sha256sum | cut -d' ' -f1)"
 stamp="$PEERS_VENV/.zoff-peers-requirements.sha256"
