@@ -163,6 +163,12 @@ torch::Tensor GradReducer::acquire_staging() {
     }
   }
   staging_allocated_ += static_cast<size_t>(max_bucket_);
+  if (options_.stage_on_host) {
+    const auto opts = options_.transfer && options_.pin_staging
+                          ? options_.transfer->host_options(staging_dtype())
+                          : torch::TensorOptions().dtype(staging_dtype());
+    return torch::empty({max_bucket_}, opts);
+  }
   return torch::empty(
       {max_bucket_},
       torch::TensorOptions().dtype(staging_dtype()).device(params_.front().device()));
@@ -232,8 +238,18 @@ void GradReducer::stage_grad(size_t slot, const torch::Tensor& grad) {
   }
   slot_staged_[slot] = true;
   for_each_staging_piece(slot, [&](int64_t dst, int64_t src, int64_t piece) {
-    bucket_staging_[b].narrow(0, dst, piece).copy_(flat.narrow(0, src, piece));
+    copy_to_staging(bucket_staging_[b].narrow(0, dst, piece), flat.narrow(0, src, piece));
   });
+}
+
+// A gradient piece into staging: through the transfer when the staging is in host memory
+// and the gradient on a device (asynchronous; launch() waits), else a plain copy.
+void GradReducer::copy_to_staging(const torch::Tensor& dst, const torch::Tensor& src) {
+  if (options_.transfer && dst.device() != src.device()) {
+    options_.transfer->copy(dst, src);
+  } else {
+    dst.copy_(src);
+  }
 }
 
 // Calls fn(dst, src, n) for each contiguous piece of a slot in its bucket's rank-major
@@ -292,10 +308,10 @@ void GradReducer::permute_rank_major(const partition::UnitBucket& bucket,
   for (int64_t r = 0; r < comm_->size(); ++r) {
     for (size_t u : bucket.units) {
       const auto& unit = layout_.units()[u];
-      staging
-          .narrow(0, r * bucket.shard_size + unit.shard_offset - bucket.shard_offset,
-                  unit.shard_size)
-          .copy_(full.narrow(0, unit.piece_offset(r), unit.shard_size));
+      copy_to_staging(
+          staging.narrow(0, r * bucket.shard_size + unit.shard_offset - bucket.shard_offset,
+                         unit.shard_size),
+          full.narrow(0, unit.piece_offset(r), unit.shard_size));
     }
   }
 }
@@ -325,6 +341,8 @@ void GradReducer::launch(size_t b) {
     pending->staging = bucket_staging_[b];
     bucket_staging_[b] = torch::Tensor();
   }
+  // Gradients still on their way from the device land before the collective reads them.
+  if (options_.transfer) options_.transfer->wait();
   // The sum is fp32 whatever the staging dtype (the Comm accumulates 16-bit input in fp32).
   // The first micro-batch after zero_grads() has nothing to add to: its sum goes straight
   // into the shard (no buffer, no add pass, and zero_grads() need not clear the shard).

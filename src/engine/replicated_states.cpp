@@ -33,10 +33,19 @@ void ReplicatedStates::broadcast(const std::vector<std::pair<std::string, torch:
   if (comm_->size() == 1) return;
   torch::NoGradGuard no_grad;
   std::vector<dist::WorkPtr> works;
+  // The transports move host memory: a tensor on an accelerator goes through a host copy.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> bounced;  // (device tensor, host copy)
   for (const auto& [name, t] : list) {
-    if (t.numel() > 0) works.push_back(comm_->broadcast(t.detach(), 0));
+    if (t.numel() == 0) continue;
+    torch::Tensor wire = t.detach();
+    if (!t.is_cpu()) {
+      wire = wire.to(torch::kCPU);
+      bounced.emplace_back(t.detach(), wire);
+    }
+    works.push_back(comm_->broadcast(wire, 0));
   }
   for (auto& w : works) w->wait();
+  for (auto& [device_tensor, host] : bounced) device_tensor.copy_(host);
 }
 
 void ReplicatedStates::broadcast_from_rank0() {

@@ -37,17 +37,20 @@ torch::Tensor fp32_buffer(int64_t numel, torch::Device where, bool pin) {
   return torch::zeros({numel}, opts);
 }
 
-// zoff has only been built and run on CPU: the communicators take CPU tensors only and,
-// without offload, the fused kernels would be handed device pointers. Until a CUDA build is
-// tested, a module elsewhere is refused here, in one line, rather than failing deep inside.
-void check_cpu_module(const UnitPlan& plan) {
+// Every parameter and buffer on one device, the compute device (the CPU when every
+// trainable parameter is a deferred placeholder); a module spread over several is refused
+// in one line, naming the first tensor elsewhere.
+torch::Device module_device(const UnitPlan& plan) {
+  std::optional<std::pair<std::string, torch::Device>> first;
   for (const auto* group : {&plan.trainable, &plan.frozen, &plan.buffers}) {
     for (const auto& [name, t] : *group) {
-      ZOFF_CHECK_ARG(t.device().is_cpu(), "engine: ", name, " is on device ", t.device(),
-                     ": zoff runs modules on the CPU only (no GPU build has been tested); "
-                     "move the module to the CPU");
+      if (unit::is_deferred(t)) continue;  // a placeholder has no storage anywhere
+      if (!first) first.emplace(name, t.device());
+      ZOFF_CHECK_ARG(t.device() == first->second, "engine: ", name, " is on ", t.device(), " but ",
+                     first->first, " on ", first->second, ": the module must be on one device");
     }
   }
+  return first ? first->second : torch::Device(torch::kCPU);
 }
 
 }  // namespace
@@ -67,7 +70,9 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
   check_config();
   plan_ = plan_units(*module_);
   ZOFF_CHECK_ARG(!plan_.trainable.empty(), "the module has no trainable parameters");
-  check_cpu_module(plan_);
+  compute_device_ = module_device(plan_);
+  if (on_device()) check_device_config();
+  transfer_ = make_device_transfer(compute_device_);
   check_deferred();
   deferred_ = std::any_of(plan_.trainable.begin(), plan_.trainable.end(),
                           [](const auto& item) { return unit::is_deferred(item.second); });
@@ -88,7 +93,6 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
   layout_ = std::make_unique<partition::ModelLayout>(plan_.trainable, plan_.units, comm_->size(),
                                                      stage_ >= 1);
   shard_ = {comm_->rank() * layout_->shard_size(), layout_->shard_size()};
-  compute_device_ = trainable_.front().device();
   offload_device_ = offload_ ? torch::Device(torch::kCPU) : compute_device_;
   setup_buffers();
   load_unit_values();
@@ -152,6 +156,22 @@ void ZeroEngine::check_config() {
                                           : torch::kFloat32;
 }
 
+// A module on an accelerator: ZeRO-Offload's GPU path, stages 1 and 2 with the optimizer
+// offloaded. The master, the optimizer states and the gradient shard live in host memory or
+// on NVMe and the CPU optimizer updates them; the device holds the 16-bit parameters, the
+// activations and each gradient until it is copied out. The collectives run over the host
+// transports (Gloo, shared memory) on host buffers.
+void ZeroEngine::check_device_config() const {
+  const std::string where = compute_device_.str();
+  ZOFF_CHECK_ARG(stage_ == 1 || stage_ == 2, "engine: the module is on ", where,
+                 ": zero_optimization.stage = ", stage_,
+                 " on a GPU is not supported yet (use stage 1 or 2 with offload_optimizer)");
+  const std::string& offload = config_.zero.offload_optimizer.device;
+  ZOFF_CHECK_ARG(offload == "cpu" || offload == "nvme", "engine: the module is on ", where,
+                 ": zero_optimization.offload_optimizer.device = ", offload,
+                 ": a GPU module needs cpu or nvme (zoff's optimizer runs on the CPU)");
+}
+
 // Allocates the compute parameters and the fp32 master in their tiers (values come next).
 void ZeroEngine::setup_buffers() {
   const auto& offload = config_.zero.offload_optimizer;
@@ -175,13 +195,17 @@ void ZeroEngine::setup_buffers() {
     master_ = fp32_buffer(layout_->shard_size(), offload_device_, offload.pin_memory);
   }
   const bool param_nvme = config_.zero.offload_param.device == "nvme";
-  if (master_.defined() && fp32 && offload_device_ == compute_device_) {
+  // On an accelerator the shard the optimizer writes stays in host memory: the publish
+  // gathers it there and copies the whole parameters to the device once.
+  const torch::Device shard_home = on_device() ? torch::Device(torch::kCPU) : compute_device_;
+  if (master_.defined() && fp32 && offload_device_ == shard_home) {
     shard_space_ = master_;  // the optimizer updates the shard the model's copy comes from
     master_is_params_ = stage_ == 3;
   } else if (!param_nvme && !params_in_step_) {
-    shard_space_ =
-        torch::zeros({layout_->shard_size()},
-                     torch::TensorOptions().dtype(compute_dtype_).device(compute_device_));
+    shard_space_ = torch::zeros(
+        {layout_->shard_size()},
+        on_device() ? host_buffer_options(compute_dtype_)
+                    : torch::TensorOptions().dtype(compute_dtype_).device(compute_device_));
   }
   if (stage_ == 3) {
     UnitGathererOptions go;
@@ -199,8 +223,7 @@ void ZeroEngine::setup_buffers() {
 // own pieces and reads the others' in place (no all-gather), and the host holds the
 // parameters once. Stage 0 keeps a copy per rank (each rank updates all of it).
 void ZeroEngine::setup_params() {
-  if (stage_ >= 1 && comm_->size() > 1 && config_.zero.host_shared_params &&
-      compute_device_.is_cpu()) {
+  if (stage_ >= 1 && comm_->size() > 1 && config_.zero.host_shared_params && !on_device()) {
     std::string why_not;
     auto shared = comm_->shared_tensor(layout_->padded_numel(), compute_dtype_, &why_not);
     if (shared.defined()) {
@@ -217,6 +240,18 @@ void ZeroEngine::setup_params() {
   }
   params_ = std::make_unique<partition::FlatBuffer>(layout_->slots(), layout_->padded_numel(),
                                                     compute_dtype_, compute_device_);
+  // The all-gather's target on an accelerator: the host transports gather in host memory.
+  if (on_device()) {
+    host_params_ = torch::zeros({layout_->padded_numel()}, host_buffer_options(compute_dtype_));
+  }
+}
+
+// Host buffers the device copies to and from: page-locked with offload_optimizer.pin_memory
+// (asynchronous copies). LibTorch's pinned allocator rounds every block up to a power of
+// two, so for the largest models pinning can cost up to twice the bytes: the key decides.
+torch::TensorOptions ZeroEngine::host_buffer_options(torch::ScalarType dtype) const {
+  if (config_.zero.offload_optimizer.pin_memory) return transfer_->host_options(dtype);
+  return torch::TensorOptions().dtype(dtype);
 }
 
 // The NVMe tier under offload_optimizer.nvme_path and the streamed optimizer over it: the
@@ -333,8 +368,8 @@ offload::AioOptions ZeroEngine::aio_options() const {
 // One unit's values from the module's parameters, fp32, padded, in the unit's layout.
 torch::Tensor ZeroEngine::unit_values_fp32(size_t u) const {
   const auto& unit = layout_->units()[u];
-  auto values = torch::zeros({unit.padded_numel},
-                             torch::TensorOptions().dtype(torch::kFloat32).device(compute_device_));
+  // In host memory whatever the compute device: the broadcast and the master are there.
+  auto values = torch::zeros({unit.padded_numel}, torch::kFloat32);
   for (size_t s : unit.slots) {
     const auto& slot = layout_->slots()[s];
     auto dst = values.narrow(0, slot.offset - unit.offset, slot.numel);
@@ -418,6 +453,9 @@ void ZeroEngine::setup_reducer() {
   ro.overlap = config_.zero.overlap_comm;
   ro.shard_device = offload_device_;
   ro.pin_memory = config_.zero.offload_optimizer.pin_memory;
+  ro.stage_on_host = on_device();
+  ro.transfer = transfer_.get();
+  ro.pin_staging = config_.zero.offload_optimizer.pin_memory;
   ro.staging_dtype = compute_dtype_;
   if (gatherer_) {
     UnitGatherer* g = gatherer_.get();
@@ -837,13 +875,19 @@ void ZeroEngine::write_own_pieces(const torch::Tensor& shard) {
 // Stages 1, 2: every unit's pieces from every rank into the whole parameters. All
 // gathers are issued before the first wait, so Gloo pipelines them.
 void ZeroEngine::all_gather_units() {
+  // On an accelerator: gathered in host memory, then copied to the device in one piece.
+  const torch::Tensor whole = on_device() ? host_params_ : params_->flat();
   std::vector<dist::WorkPtr> works;
   for (size_t u : layout_->buffer_order()) {
     const auto& unit = layout_->units()[u];
     works.push_back(comm_->all_gather(shard_space_.narrow(0, unit.shard_offset, unit.shard_size),
-                                      params_->range(unit.offset, unit.padded_numel)));
+                                      whole.narrow(0, unit.offset, unit.padded_numel)));
   }
   for (auto& w : works) w->wait();
+  if (on_device()) {
+    transfer_->copy(params_->flat(), host_params_);
+    transfer_->wait();
+  }
 }
 
 MemoryStats ZeroEngine::memory() const {
@@ -858,7 +902,10 @@ MemoryStats ZeroEngine::memory() const {
       m.compute.params = params_->bytes() / static_cast<size_t>(comm_->size());
     }
     // Stages 1, 2: the shard the optimizer writes, which the publish sends or copies.
-    if (shard_space_.defined() && !shard_is_master) m.compute.buffers += shard16;
+    if (shard_space_.defined() && !shard_is_master) {
+      (on_device() ? m.offload.buffers : m.compute.buffers) += shard16;
+    }
+    if (host_params_.defined()) m.offload.buffers += static_cast<size_t>(host_params_.nbytes());
   } else {
     m.compute.params = gatherer_->pieces().resident_bytes() + gatherer_->whole_bytes();
     if (param_region_) m.nvme.params = param_region_->bytes();

@@ -14,7 +14,9 @@ void ZeroEngine::visit_parameters(
     auto visit_unit = [&] {
       for (size_t index : units[u].slots) {
         const auto& slot = layout_->slots()[index];
-        fn(slot, trainable_[slot.module_index]);
+        const torch::Tensor& param = trainable_[slot.module_index];
+        // On an accelerator: a host copy (visitors write files and read data_ptr()).
+        fn(slot, param.is_cpu() ? param : param.to(torch::kCPU));
       }
     };
     if (gatherer_) {

@@ -33,7 +33,7 @@ torch::nn::LayerNorm layer_norm(int64_t width) {
 // backward: ~6x faster than the three ops and their casts). fp32 x: ln(x) itself.
 torch::Tensor norm(torch::nn::LayerNorm& ln, const torch::Tensor& x, bool fused) {
   if (x.scalar_type() == torch::kFloat32) return ln(x);
-  if (fused && x.scalar_type() == torch::kBFloat16) {
+  if (fused && x.scalar_type() == torch::kBFloat16 && x.is_cpu()) {
     return fused_layer_norm(x, ln->weight, ln->bias, ln->options.eps());
   }
   namespace F = torch::nn::functional;
@@ -49,7 +49,7 @@ torch::Tensor norm(torch::nn::LayerNorm& ln, const torch::Tensor& x, bool fused)
 // element where LibTorch's takes an erf and an exp (gpt small's shapes, one thread, PyTorch
 // 2.15: forward + backward 13.1 vs 17.4 ms; fused_gelu.h, docs/figures.md).
 torch::Tensor gelu(const torch::Tensor& x, bool fused) {
-  if (fused && x.scalar_type() == torch::kBFloat16) return fused_gelu(x);
+  if (fused && x.scalar_type() == torch::kBFloat16 && x.is_cpu()) return fused_gelu(x);
   return torch::gelu(x);
 }
 
@@ -72,7 +72,7 @@ torch::Tensor CausalSelfAttentionImpl::weights(const torch::Tensor& q,
                                                const torch::Tensor& k) const {
   const int64_t T = q.size(1);
   const double scale = 1.0 / std::sqrt(double(q.size(2)));
-  if (fused_softmax_ && q.scalar_type() == torch::kBFloat16) {
+  if (fused_softmax_ && q.scalar_type() == torch::kBFloat16 && q.is_cpu()) {
     // The kernel scales, masks and normalizes the prefix of each row in one pass and never
     // reads the future (gpt small's shapes: forward 2.78 vs 4.81 ms for LibTorch's masked
     // softmax, docs/figures.md).

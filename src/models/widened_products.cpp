@@ -162,7 +162,8 @@ bool bf16_products_widened() {
 std::string bf16_products_name() { return bf16_products_widened() ? "widened" : "native"; }
 
 bool widens(const torch::Tensor& operand) {
-  if (!operand.defined()) return false;
+  // A GPU multiplies 16-bit operands natively (tensor cores, fp32 accumulation).
+  if (!operand.defined() || !operand.is_cpu()) return false;
   if (operand.scalar_type() == torch::kHalf) return true;
   return operand.scalar_type() == torch::kBFloat16 && bf16_products_widened();
 }

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "zoff/core/device_transfer.h"
 #include "zoff/dist/comm.h"
 #include "zoff/partition/flat_buffer.h"
 #include "zoff/partition/model_layout.h"
@@ -57,6 +58,14 @@ struct GradReducerOptions {
   // widens and sums it in fp32 in rank order: the reduced shard is bitwise the one an fp32
   // staging buffer gives.
   torch::ScalarType staging_dtype = torch::kFloat32;
+  // Parameters on an accelerator: the buckets' staging buffers live in host memory (the
+  // collectives run over host transports), and `transfer` copies each gradient there on
+  // its side stream as soon as backward produced it; a bucket's collective starts once
+  // its copies have landed. nullptr: plain copies. `pin_staging`: page-locked staging
+  // (asynchronous copies; offload_optimizer.pin_memory).
+  bool stage_on_host = false;
+  DeviceTransfer* transfer = nullptr;
+  bool pin_staging = true;
 };
 
 class GradReducer {
@@ -98,6 +107,7 @@ class GradReducer {
   void register_hooks();
   void on_grad_ready(size_t slot);
   void stage_grad(size_t slot, const torch::Tensor& grad);
+  void copy_to_staging(const torch::Tensor& dst, const torch::Tensor& src);
   template <class Fn>
   void for_each_staging_piece(size_t slot, const Fn& fn) const;
   void find_bucket_holes();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "zoff/config/config.h"
+#include "zoff/core/device_transfer.h"
 #include "zoff/dist/comm.h"
 #include "zoff/engine/activation_meter.h"
 #include "zoff/engine/grad_reducer.h"
@@ -41,6 +42,11 @@ struct EngineOptions {
   // engine calls it unit by unit into its staging buffer, so a model larger than RAM is
   // never whole in memory. Needed exactly when some trainable parameter is deferred.
   unit::ParamInit param_init;
+  // Runs the GPU path's data movement (stages 1-2: gradients staged in host buffers
+  // through the device transfer, the parameters gathered in host memory and copied to the
+  // compute buffer) with a CPU module, the CPU standing in for the device: what lets the
+  // tests check that path on machines without a GPU. Same results as the usual CPU path.
+  bool device_path_on_cpu = false;
 };
 
 // One section of a rank's checkpointed state as stored ("master", "exp_avg", and with int8
@@ -180,6 +186,10 @@ class ZeroEngine {
 
  private:
   void check_config();
+  void check_device_config() const;
+  // The GPU path: a module on an accelerator (or options_.device_path_on_cpu).
+  bool on_device() const { return !compute_device_.is_cpu() || options_.device_path_on_cpu; }
+  torch::TensorOptions host_buffer_options(torch::ScalarType dtype) const;
   void setup_buffers();
   void setup_params();
   void setup_nvme();
@@ -230,6 +240,11 @@ class ZeroEngine {
   torch::ScalarType compute_dtype_ = torch::kFloat32;
   torch::Device compute_device_ = torch::kCPU;
   torch::Device offload_device_ = torch::kCPU;  // where master/states/grad shard live
+  // Gradients out to host staging, parameters back in (plain copies on the CPU).
+  std::unique_ptr<DeviceTransfer> transfer_;
+  // Compute on an accelerator (stages 1, 2): the whole parameters in host memory, compute
+  // dtype, which the all-gather fills and the device copies from.
+  torch::Tensor host_params_;
   bool offload_ = false;
   UnitPlan plan_;
   std::vector<torch::Tensor> trainable_;  // plan_.trainable's tensors

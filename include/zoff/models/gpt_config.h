@@ -17,6 +17,7 @@ struct GptConfig {
   int64_t block_size = 128;  // longest context, tokens
   int64_t vocab_size = 256;  // byte-level
   double dropout = 0.0;      // attention, residual and MLP dropout; 0 keeps training exact
+  // The three fused kernels below are CPU kernels: on a GPU the model takes LibTorch's ops.
   // bf16 activations: LayerNorm through zoff's fused kernel (fused_layer_norm.h) instead of
   // LibTorch's widen / fp32 layer_norm / round; false gives the same ops as a PyTorch GPT.
   bool fused_layer_norm = true;
