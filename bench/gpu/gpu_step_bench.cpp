@@ -190,6 +190,9 @@ int run(const Options& o) {
     std::fprintf(stderr, "zoff_gpu_bench: %s\n", why.c_str());
     return 2;
   }
+  // CUDA initializes lazily, with the first tensor on the GPU: the allocator's statistics
+  // exist only from then on.
+  (void)torch::zeros({1}, torch::kCUDA);
   const auto cfg = model_config(o);
   nlohmann::json out = {{"model",
                          {{"layers", cfg.n_layer},
