@@ -111,6 +111,7 @@ Result run_offload(const Options& o, bool delayed) {
   model->to(torch::kCUDA);
   zoff::config::Config c;
   c.train_batch_size = c.train_micro_batch_size_per_gpu = o.batch;
+  c.gradient_accumulation_steps = 1;
   c.optimizer.type = "adamw";
   c.optimizer.lr = 1e-4;
   c.bf16 = true;

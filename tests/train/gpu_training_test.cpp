@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -130,11 +133,19 @@ std::vector<double> reference_losses(torch::ScalarType dtype, int steps = kSteps
   return losses;
 }
 
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+// Per-step losses within `tol` (relative); the largest difference goes into the test's
+// JSON report (--gtest_output) as `max_rel_diff_<label>`: scripts/gpu/check.sh's figure.
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                  const std::string& label) {
   ASSERT_EQ(got.size(), want.size());
+  double worst = 0.0;
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_NEAR(got[i], want[i], tol * std::abs(want[i])) << "step " << i + 1;
+    worst = std::max(worst, std::abs(got[i] - want[i]) / std::abs(want[i]));
   }
+  ::testing::Test::RecordProperty("max_rel_diff_" + label, std::to_string(worst));
+  std::printf("%s: loss %.4f -> %.4f, max rel diff %.2e\n", label.c_str(), got.front(), got.back(),
+              worst);
   EXPECT_LT(got.back(), got.front()) << "the loss did not fall";
 }
 
@@ -143,7 +154,8 @@ TEST(GpuOffload, Fp32MatchesLibTorchAdamWOnTheGpuAtStages1And2) {
   const auto want = reference_losses(torch::kFloat32);
   for (int stage : {1, 2}) {
     SCOPED_TRACE("stage " + std::to_string(stage));
-    expect_close(zoff_losses(offload_config(stage, torch::kFloat32, "cpu")), want, kFp32LossRelTol);
+    expect_close(zoff_losses(offload_config(stage, torch::kFloat32, "cpu")), want, kFp32LossRelTol,
+                 "fp32_stage" + std::to_string(stage));
   }
 }
 
@@ -152,8 +164,8 @@ TEST(GpuOffload, Bf16MatchesLibTorchAdamWOnTheGpuAtStages1And2) {
   const auto want = reference_losses(torch::kBFloat16);
   for (int stage : {1, 2}) {
     SCOPED_TRACE("stage " + std::to_string(stage));
-    expect_close(zoff_losses(offload_config(stage, torch::kBFloat16, "cpu")), want,
-                 kBf16LossRelTol);
+    expect_close(zoff_losses(offload_config(stage, torch::kBFloat16, "cpu")), want, kBf16LossRelTol,
+                 "bf16_stage" + std::to_string(stage));
   }
 }
 
