@@ -16,7 +16,7 @@ WorkPtr SingleComm::reduce_scatter_sum(torch::Tensor input, torch::Tensor output
   auto in = flat_view(input, "reduce_scatter_sum", "input");
   auto out = flat_view(output, "reduce_scatter_sum", "output");
   check_reduce_scatter(in, out, 1);
-  sum_in_rank_order(in, 1, out);
+  sum_in_rank_order(in, 1, out, /*parallel=*/true);
   return std::make_shared<CompletedWork>();
 }
 
@@ -25,7 +25,7 @@ WorkPtr SingleComm::reduce_scatter_sum_v(torch::Tensor input, std::vector<int64_
   auto in = flat_view(input, "reduce_scatter_sum_v", "input");
   auto out = flat_view(output, "reduce_scatter_sum_v", "output");
   check_reduce_scatter_v(in, split_sizes, out, 1, 0);
-  sum_in_rank_order(in, 1, out);
+  sum_in_rank_order(in, 1, out, /*parallel=*/true);
   return std::make_shared<CompletedWork>();
 }
 

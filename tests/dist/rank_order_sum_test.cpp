@@ -62,5 +62,26 @@ TEST(RankOrderSum, OtherDtypesTakeLibTorchsRoute) {
                            torch_sum(halves).to(torch::kBFloat16).view(torch::kShort)));
 }
 
+// The parallel pass (SingleComm's) splits the blocks over LibTorch's threads: the same bits,
+// including a last block cut short and a range just past one task's 64 blocks.
+TEST(RankOrderSum, ParallelPassEqualsTheSerialOneBitForBit) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    for (int64_t n : {int64_t{64} * 4096 + 1, int64_t{300} * 4096 + 17}) {
+      std::vector<torch::Tensor> rows;
+      for (int r = 0; r < 3; ++r) rows.push_back(special_row(n, 5 * r + 2, dtype));
+      auto serial = torch::empty({n});
+      auto parallel = torch::full({n}, -7.0f);
+      sum_rows_in_order(rows, serial);
+      sum_rows_in_order(rows, parallel, /*parallel=*/true);
+      EXPECT_TRUE(torch::equal(serial.isnan(), parallel.isnan())) << n;
+      EXPECT_TRUE(torch::equal(torch::nan_to_num(serial), torch::nan_to_num(parallel))) << n;
+      EXPECT_TRUE(torch::equal(torch::nan_to_num(serial), torch::nan_to_num(torch_sum(rows)))) << n;
+    }
+  }
+  at::set_num_threads(threads);
+}
+
 }  // namespace
 }  // namespace zoff::dist::rank_order_sum_test
