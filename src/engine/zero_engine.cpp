@@ -163,6 +163,8 @@ void ZeroEngine::check_config() {
 // transports (Gloo, shared memory) on host buffers.
 void ZeroEngine::check_device_config() const {
   const std::string where = compute_device_.str();
+  ZOFF_CHECK_ARG(compute_device_.is_cuda() || compute_device_.is_cpu(), "engine: the module is on ",
+                 where, ": zoff computes on the CPU or a CUDA GPU; move the module there");
   ZOFF_CHECK_ARG(stage_ == 1 || stage_ == 2, "engine: the module is on ", where,
                  ": zero_optimization.stage = ", stage_,
                  " on a GPU is not supported yet (use stage 1 or 2 with offload_optimizer)");
