@@ -29,6 +29,18 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # a wrong learning rate, a missing update or a wrong loss. A gradient summed instead of
 # averaged over ranks is invisible to the loss (AdamW and clipping undo the scale) but
 # doubles the first gradient norm: hence its own check.
+# DeepSpeed with bf16 casts the module to bf16 in initialize() and copies its fp32 master from
+# it: its master starts on the bf16 grid, from the initial weights rounded to bf16, where
+# zoff's, FSDP2's and the reference's start from the fp32 weights. An update smaller than half
+# a bf16 ulp then leaves its compute weights where they are until updates add up, so in the
+# low-lr warmup it trains measurably slower than the fp32 reference (gpt small: step 4's loss
+# 4.992 against 4.887), by design, not by a wrong update: zoff started from the same rounded
+# weights gives DeepSpeed's losses within 1e-4 over 6 steps, and the fp32 reference from them
+# does not (4.887: in fp32 every update lands). So DeepSpeed's runs are gated against zoff's
+# Python engine started from the rounded weights with the same config (zoff itself passes
+# the gate against the fp32 reference): the same arithmetic from DeepSpeed's own start.
+REFERENCE_OF = {"deepspeed_s2_cpu": "zoff_s2_cpu_bf16_start",
+                "deepspeed_s3_nvme": "zoff_s3_nvme_bf16_start"}
 GATE_LOSS_RTOL = 0.02
 GATE_GRAD_NORM_RTOL = 0.02
 GATE_LR_RTOL = 1e-6
@@ -159,11 +171,11 @@ class Runner:
             f.write("+ " + " ".join(cmd) + "\n" + p.stdout + p.stderr)
         return p, peak[0]
 
-    def run_python(self, label, config, steps, work, nvme):
+    def run_python(self, label, config, steps, work, nvme, extra_args=()):
         system = label.split("_")[0]
         cmd = [self.zoff, "launch", "-n", str(self.a.ranks), "--", sys.executable,
                os.path.join(HERE, "peer_train.py"), "--system", system, "--preset", self.a.preset,
-               "--config", config, "--steps", str(steps), "--out-dir", work]
+               "--config", config, "--steps", str(steps), "--out-dir", work, *extra_args]
         if label == "fsdp2_offload":
             cmd.append("--fsdp-offload")
         p, disk = self.launch(cmd, os.path.join(work, "output.txt"), nvme)
@@ -196,6 +208,22 @@ class Runner:
         out.update({f"zoff_{k}": t[k] for k in ("backward_reduce", "optimizer", "allgather") if k in t})
         return out
 
+    def start_matched(self, name, steps):
+        """REFERENCE_OF's run `name` ("zoff_<zero key>_bf16_start"): zoff's Python engine with
+        that ZeRO config from the initial weights rounded to bf16. Its steps, or SystemExit."""
+        zero_key = name[len("zoff_"):-len("_bf16_start")]
+        work = os.path.join(self.a.out, name)
+        shutil.rmtree(work, ignore_errors=True)
+        nvme = os.path.join(work, "nvme")
+        os.makedirs(nvme)
+        config = write_config(work, zero_key, nvme)
+        r = self.run_python(name, config, steps, work, nvme if zero_key == "s3_nvme" else "",
+                            ["--start-bf16-rounded"])
+        shutil.rmtree(nvme, ignore_errors=True)
+        if "error" in r:
+            raise SystemExit(f"bench_peers: {name} failed: {r['error']}")
+        return r["steps"]
+
     def reference(self, steps, cpp):
         """The fp32 one-process run the gate compares with: PyTorch (Python systems) or
         `zoff train --reference` (the C++ run's batches)."""
@@ -221,8 +249,9 @@ class Runner:
         return json.load(open(os.path.join(work, "rank0.json")))["steps"]
 
 
-def gate(result, ref, steps):
-    """Worst relative differences over the first `steps` steps, and whether they pass."""
+def gate(result, ref, steps, ref_name):
+    """Worst relative differences over the first `steps` steps against `ref` (the run named
+    `ref_name`), and whether they pass."""
     got, want = result["steps"][:steps], ref[:steps]
     rel = lambda a, b: abs(a - b) / max(abs(b), 1e-30)  # noqa: E731
     loss = max(rel(g["loss"], w["loss"]) for g, w in zip(got, want))
@@ -230,6 +259,7 @@ def gate(result, ref, steps):
     norm = rel(got[0]["grad_norm"], want[0]["grad_norm"])
     ok = loss <= GATE_LOSS_RTOL and lr <= GATE_LR_RTOL and norm <= GATE_GRAD_NORM_RTOL
     return {"loss_rel": loss, "lr_rel": lr, "first_grad_norm_rel": norm, "passed": ok,
+            "reference": ref_name,
             "losses": [round(g["loss"], 5) for g in got], "ref_losses": [round(w["loss"], 5) for w in want]}
 
 
@@ -259,7 +289,8 @@ def print_gate(results, a):
         g = r["gate"]
         verdict = "ok" if g["passed"] else "WRONG"
         print(f"  {label:18s} {verdict:5s} loss {g['loss_rel']:.2e}  first grad norm "
-              f"{g['first_grad_norm_rel']:.2e}  lr {g['lr_rel']:.1e}   ({r['implementation']})")
+              f"{g['first_grad_norm_rel']:.2e}  lr {g['lr_rel']:.1e}   ({r['implementation']}; "
+              f"against {g.get('reference', 'reference')})")
         if not g["passed"]:
             print(f"    losses    {g['losses']}\n    reference {g['ref_losses']}")
 
@@ -289,14 +320,35 @@ def print_table(results, a):
               f"{fmt_bytes(rss):>14s} {fmt_bytes(disk):>9s}  {phases}{'  (' + own + ')' if own else ''}")
 
 
+def gate_against(result, label, refs, steps):
+    """gate() against the reference run of `label`: REFERENCE_OF's, the C++ reference for
+    the C++ runs, else the plain one. refs: reference name -> its steps."""
+    name = REFERENCE_OF.get(label, "reference_cpp" if "cpp" in label else "reference")
+    if refs.get(name) is None:
+        raise SystemExit(f"bench_peers: {label} is gated against {name}, which did not run")
+    return gate(result, refs[name], steps, name)
+
+
+def load_references(out, ranks):
+    """The reference runs a finished benchmark left under `out`, by name."""
+    refs = {}
+    path = os.path.join(out, "reference", "rank0.json")
+    if os.path.exists(path):
+        refs["reference"] = json.load(open(path))["steps"]
+    for name in set(REFERENCE_OF.values()):
+        if os.path.exists(os.path.join(out, name, "rank0.json")):
+            refs[name] = collect_ranks(os.path.join(out, name), ranks, 0)["steps"]
+    cpp_log = os.path.join(out, "reference_cpp", "log.jsonl")
+    if os.path.exists(cpp_log):
+        refs["reference_cpp"] = [json.loads(line) for line in open(cpp_log) if '"event"' not in line]
+    return refs
+
+
 def report_only(a):
     """The gate and table again from a finished benchmark's files under a.out (results.json,
     the ranks' files, the references' logs)."""
     results = json.load(open(os.path.join(a.out, "results.json")))
-    ref = json.load(open(os.path.join(a.out, "reference", "rank0.json")))["steps"]
-    cpp_log = os.path.join(a.out, "reference_cpp", "log.jsonl")
-    ref_cpp = ([json.loads(line) for line in open(cpp_log) if '"event"' not in line]
-               if os.path.exists(cpp_log) else None)
+    refs = load_references(a.out, a.ranks)
     for label, rounds in results.items():
         for i, r in enumerate(rounds):
             if "error" in r:
@@ -304,7 +356,7 @@ def report_only(a):
             if "cpp" not in label:
                 rounds[i] = collect_ranks(os.path.join(a.out, f"{label}_r{i + 1}"), a.ranks, r["disk_bytes"])
             if i == 0:
-                rounds[i]["gate"] = gate(rounds[i], ref_cpp if "cpp" in label else ref, a.gate_steps)
+                rounds[i]["gate"] = gate_against(rounds[i], label, refs, a.gate_steps)
     a.rounds = max(len(r) for r in results.values())
     print_gate(results, a)
     print_table(results, a)
@@ -332,8 +384,11 @@ def main():
                          f"and >= --warmup + 3 ({a.warmup + 3})")
     os.makedirs(a.out, exist_ok=True)
     runner = Runner(a)
-    ref = runner.reference(a.gate_steps, cpp=False)
-    ref_cpp = runner.reference(a.gate_steps, cpp=True) if any("cpp" in r for r in a.runs) else None
+    refs = {"reference": runner.reference(a.gate_steps, cpp=False)}
+    if any("cpp" in r for r in a.runs):
+        refs["reference_cpp"] = runner.reference(a.gate_steps, cpp=True)
+    for name in sorted({REFERENCE_OF[r] for r in a.runs if r in REFERENCE_OF}):
+        refs[name] = runner.start_matched(name, a.gate_steps)
     results = {label: [] for label in a.runs}
     for round_ in range(1, a.rounds + 1):
         order = a.runs if round_ % 2 else list(reversed(a.runs))
@@ -341,7 +396,7 @@ def main():
             start = time.time()
             r = runner.run(label, a.steps, round_)
             if round_ == 1 and "error" not in r:
-                r["gate"] = gate(r, ref_cpp if "cpp" in label else ref, a.gate_steps)
+                r["gate"] = gate_against(r, label, refs, a.gate_steps)
             results[label].append(r)
             status = r.get("error") or f"{tokens_per_s(r, a.warmup):.0f} tokens/s"
             print(f"round {round_} {label}: {status} ({time.time() - start:.0f} s)", flush=True)

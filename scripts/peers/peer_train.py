@@ -29,6 +29,8 @@ def main():
     p.add_argument("--config", required=True, help="the DeepSpeed-style JSON every system reads")
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--fsdp-offload", action="store_true", help="FSDP2 with CPUOffloadPolicy")
+    p.add_argument("--start-bf16-rounded", action="store_true",
+                   help="start from the initial weights rounded to bf16 (DeepSpeed's master's start)")
     p.add_argument("--out-dir", required=True)
     a = p.parse_args()
     with open(a.config) as f:
@@ -41,6 +43,12 @@ def main():
     torch.manual_seed(0)  # the same initial weights in every system and on every rank
     preset = PRESETS[a.preset]
     model, text = GPT(**preset), fortunes_bytes()
+    if a.start_bf16_rounded:
+        # Where DeepSpeed's fp32 master starts with bf16 on: it casts the module to bf16 in
+        # initialize() and copies its master from that, so the initial weights' low bits are gone.
+        with torch.no_grad():
+            for t in model.parameters():
+                t.copy_(t.to(torch.bfloat16).float())
     system = SYSTEMS[a.system](model, config, a)
     batch, block = config["train_batch_size"], preset["block_size"]
     steps = []
