@@ -410,6 +410,14 @@ void GradReducer::abort_backward() {
       in_flight_.clear();  // the communicator is broken; nothing more to wait for
     }
   }
+  // Copies from the device still landing in a half-filled bucket finish before the buffer
+  // goes back to the pool (the next backward would write it).
+  if (options_.transfer) {
+    try {
+      options_.transfer->wait();
+    } catch (...) {
+    }
+  }
   for (auto& s : bucket_staging_) {
     if (s.defined()) free_staging_.push_back(s);
     s = torch::Tensor();
