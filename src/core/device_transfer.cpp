@@ -5,8 +5,6 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include <vector>
-
 #include "zoff/core/error.h"
 
 namespace zoff {
@@ -15,7 +13,6 @@ namespace {
 // Compute on the CPU: the copy is the transfer.
 class HostTransfer final : public DeviceTransfer {
  public:
-  std::string describe() const override { return "host (synchronous copies)"; }
   void copy(const torch::Tensor& dst, const torch::Tensor& src) override { dst.copy_(src); }
   void wait() override {}
   torch::TensorOptions host_options(torch::ScalarType dtype) const override {
@@ -32,8 +29,6 @@ class StreamTransfer final : public DeviceTransfer {
       : device_(device),
         impl_(c10::impl::getDeviceGuardImpl(device.type())),
         side_(impl_->getStreamFromGlobalPool(device, /*isHighPriority=*/false)) {}
-
-  std::string describe() const override { return device_.str() + " side stream"; }
 
   void copy(const torch::Tensor& dst, const torch::Tensor& src) override {
     const torch::Tensor& on_device = dst.device().is_cpu() ? src : dst;

@@ -164,7 +164,7 @@ torch::Tensor GradReducer::acquire_staging() {
   }
   staging_allocated_ += static_cast<size_t>(max_bucket_);
   if (options_.stage_on_host) {
-    const auto opts = options_.transfer && options_.pin_staging
+    const auto opts = options_.transfer && options_.pin_memory
                           ? options_.transfer->host_options(staging_dtype())
                           : torch::TensorOptions().dtype(staging_dtype());
     return torch::empty({max_bucket_}, opts);

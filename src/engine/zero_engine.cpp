@@ -457,7 +457,6 @@ void ZeroEngine::setup_reducer() {
   ro.pin_memory = config_.zero.offload_optimizer.pin_memory;
   ro.stage_on_host = on_device();
   ro.transfer = transfer_.get();
-  ro.pin_staging = config_.zero.offload_optimizer.pin_memory;
   ro.staging_dtype = compute_dtype_;
   if (gatherer_) {
     UnitGatherer* g = gatherer_.get();

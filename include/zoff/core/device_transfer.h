@@ -4,7 +4,6 @@
 #include <torch/torch.h>
 
 #include <memory>
-#include <string>
 
 namespace zoff {
 
@@ -19,8 +18,6 @@ namespace zoff {
 class DeviceTransfer {
  public:
   virtual ~DeviceTransfer() = default;
-  // "host (synchronous copies)" / "cuda:0 side stream" (for logs and error messages).
-  virtual std::string describe() const = 0;
   // Queues dst.copy_(src), src and dst of the same numel and dtype, one on the compute
   // device and one in host memory, after the compute queued so far on the calling thread's
   // current stream. The caller may free or reuse the device-side tensor at once (its

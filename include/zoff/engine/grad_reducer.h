@@ -61,11 +61,10 @@ struct GradReducerOptions {
   // Parameters on an accelerator: the buckets' staging buffers live in host memory (the
   // collectives run over host transports), and `transfer` copies each gradient there on
   // its side stream as soon as backward produced it; a bucket's collective starts once
-  // its copies have landed. nullptr: plain copies. `pin_staging`: page-locked staging
-  // (asynchronous copies; offload_optimizer.pin_memory).
+  // its copies have landed (page-locked with pin_memory: asynchronous copies). nullptr:
+  // plain copies.
   bool stage_on_host = false;
   DeviceTransfer* transfer = nullptr;
-  bool pin_staging = true;
 };
 
 class GradReducer {
