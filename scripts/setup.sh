@@ -48,11 +48,12 @@ install_debian_packages() {
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# The venv holds exactly python/requirements.txt; a stamp with the file's hash skips pip
-# when nothing changed. A venv made by another Python or a half-finished install is redone.
+# The venv holds exactly python/requirements.txt, plus python/requirements-nodeps.txt installed
+# without their dependencies; a stamp with the files' hash skips pip when nothing changed. A
+# venv made by another Python or a half-finished install is redone.
 install_python_packages() {
   local want stamp="$ZOFF_VENV/.zoff-requirements.sha256"
-  want="$(sha256sum python/requirements.txt | cut -d' ' -f1)"
+  want="$(cat python/requirements.txt python/requirements-nodeps.txt | sha256sum | cut -d' ' -f1)"
   if [[ -x "$ZOFF_PY" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     echo "setup: venv $ZOFF_VENV up to date (torch $ZOFF_TORCH_PIN)"
     return 0
@@ -64,6 +65,8 @@ install_python_packages() {
   fi
   echo "setup: installing python/requirements.txt into $ZOFF_VENV (torch $ZOFF_TORCH_PIN, ~5.4 GB)"
   "$ZOFF_PY" -m pip install --no-cache-dir -q --disable-pip-version-check -r python/requirements.txt
+  "$ZOFF_PY" -m pip install --no-cache-dir -q --disable-pip-version-check --no-deps \
+    -r python/requirements-nodeps.txt
   echo "$want" >"$stamp"
 }
 

@@ -12,17 +12,18 @@ namespace py = pybind11;
 namespace zoff::python {
 
 PyEngine::PyEngine(py::handle model, const std::string& config_json,
-                   std::chrono::milliseconds timeout)
+                   std::chrono::milliseconds timeout, const py::list& unit_modules)
     : mirror_(mirror_module(model)),
       config_json_(config_json),
       model_name_(py::str(py::type::handle_of(model).attr("__name__")).cast<std::string>()) {
+  engine::EngineOptions options;
+  for (auto m : unit_modules) options.unit_modules.push_back(&mirror_.of(m));
   py::gil_scoped_release no_gil;
   // `zoff launch` gives each rank cores / N threads in ZOFF_NUM_THREADS; LibTorch (shared
   // with Python's torch) does not read it by itself.
   const int threads = dist::set_torch_threads_from_env();
   comm_ = process_comm(timeout);
   auto cfg = config::parse_config(config_json_, comm_->size());
-  engine::EngineOptions options;
   options.optimizer_threads = threads > 0 ? threads : torch::get_num_threads();
   engine_ = std::make_unique<engine::ZeroEngine>(mirror_.root, std::move(cfg), comm_, options);
 }

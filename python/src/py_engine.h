@@ -22,8 +22,10 @@ namespace zoff::python {
 // it around the engine's setup (broadcasts).
 class PyEngine {
  public:
+  // unit_modules: modules of `model` whose parameters each form one unit
+  // (EngineOptions::unit_modules); empty: the engine's default.
   PyEngine(pybind11::handle model, const std::string& config_json,
-           std::chrono::milliseconds timeout);
+           std::chrono::milliseconds timeout, const pybind11::list& unit_modules);
   ~PyEngine();
 
   void backward(const at::Tensor& loss);

@@ -16,7 +16,7 @@ from .config import config_json
 from .engine import ConfigWarning, Engine, StepStats
 from . import nn
 from .op_profile import OpProfile
-from .unit_hooks import default_unit_modules
+from .unit_hooks import resolve_unit_modules
 
 __all__ = ["initialize", "export", "world", "Engine", "StepStats", "ConfigWarning", "OpProfile", "nn"]
 
@@ -27,8 +27,11 @@ def initialize(model=None, config=None, unit_modules=None, comm_timeout=300.0, *
     """Builds the engine for `model` (a torch.nn.Module with fp32 parameters on the CPU).
 
     config: a DeepSpeed-style JSON file path, a dict or JSON text (keys: see the README).
-    unit_modules: at ZeRO stage 3, the modules whose forward gathers the units holding their
-        parameters; default: each child of the model, each element of a child container.
+    unit_modules: the modules whose parameters each form one unit (at ZeRO stage 3 gathered
+        around their forward), given as modules of the model and/or module classes (every
+        outermost instance), completed with the largest parameter-holding subtrees outside
+        them. Default: a Hugging Face model's `_no_split_modules` classes (its transformer
+        layers), else each child of the model, each element of a child container.
     comm_timeout: seconds any collective may wait (first engine of the process only).
     Every rank calls it. Bad config or arguments raise ValueError naming the key.
     """
@@ -41,8 +44,8 @@ def initialize(model=None, config=None, unit_modules=None, comm_timeout=300.0, *
         raise ValueError("zoff.initialize: config is required (a path, a dict or JSON text)")
     if model in _engines and _engines[model]() is not None:
         raise ValueError("zoff.initialize: this model already has a zoff engine (one engine per model)")
-    native = _zoff.Engine(model, config_json(config), float(comm_timeout))
-    units = default_unit_modules(model) if unit_modules is None else list(unit_modules)
+    units = resolve_unit_modules(model, unit_modules)
+    native = _zoff.Engine(model, config_json(config), float(comm_timeout), units)
     engine = Engine(model, native, units)
     _engines[model] = weakref.ref(engine)
     return engine

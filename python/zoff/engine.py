@@ -5,7 +5,7 @@ import warnings
 
 import torch
 
-from . import unit_hooks
+from . import hf_export, unit_hooks
 
 StepStats = collections.namedtuple(
     "StepStats", ["step", "lr", "grad_norm", "clipped", "skipped", "loss_scale"])
@@ -115,6 +115,17 @@ class Engine:
                 return {k: v.detach().float().clone() for k, v in self.module.named_parameters()}
 
         return self._scopes.run(self.module, copies) if self.zero_stage == 3 else copies()
+
+    def save_pretrained(self, save_dir, overwrite=False, **kwargs):
+        """Collective: writes the model in Hugging Face's format, which
+        `<ModelClass>.from_pretrained(save_dir)` loads back: safetensors with the model's own
+        parameter names (the fp32 master values; persistent buffers as the module holds them;
+        tied weights once) and config.json (dtype float32). The module must be a transformers
+        PreTrainedModel; kwargs go to its save_pretrained (max_shard_size, ...). Rank 0
+        writes into a temporary folder beside save_dir and moves the files in; a config.json
+        or weights file already in save_dir is replaced only with overwrite=True. Returns
+        save_dir on rank 0, None elsewhere."""
+        return hf_export.save_pretrained(self, save_dir, overwrite, kwargs)
 
     def train(self, mode=True):
         self.module.train(mode)

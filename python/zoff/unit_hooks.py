@@ -12,8 +12,15 @@ CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)
 
 
 def default_unit_modules(model):
-    """The modules the engine makes units of by default (as in C++): each child of the root,
-    each element of a child container (recursively), when it holds parameters."""
+    """The modules the engine makes units of by default. A Hugging Face model names the
+    blocks it must not split (`_no_split_modules`: its transformer layers, embeddings):
+    each of those is a unit, as FSDP's transformer wrap policy does. Otherwise as in C++:
+    each child of the root, each element of a child container (recursively)."""
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    if names:
+        units = wrap_units(model, lambda m: type(m).__name__ in names)
+        if units:
+            return units
     out, seen = [], set()
 
     def walk(module):
@@ -26,6 +33,74 @@ def default_unit_modules(model):
 
     walk(model)
     return out
+
+
+def wrap_units(model, is_unit):
+    """The outermost modules for which is_unit(module) holds, and every largest subtree
+    holding parameters and none of them (an embedding, a final norm, a head beside the
+    decoder layers): together they cover every parameter not registered on an ancestor of
+    a unit. Modules in tree order, each once."""
+    out, seen = [], set()
+
+    def holds_unit(module):
+        return any(is_unit(m) for m in module.modules())
+
+    def walk(module):
+        for child in module.children():
+            if id(child) in seen:
+                continue
+            if is_unit(child) or (not holds_unit(child) and any(True for _ in child.parameters())):
+                seen.add(id(child))
+                out.append(child)
+            elif holds_unit(child):
+                walk(child)
+
+    walk(model)
+    return out
+
+
+def check_not_nested(model, modules):
+    """Raises ValueError naming a listed module (ids in `modules`) inside another."""
+    listed = [(n, m) for n, m in model.named_modules() if id(m) in modules]
+    for outer_name, outer in listed:
+        for inner_name, inner in outer.named_modules(prefix=outer_name):
+            if inner is not outer and id(inner) in modules:
+                raise ValueError(f"zoff.initialize: unit module {inner_name} is inside unit "
+                                 f"module {outer_name}; units cannot nest")
+
+
+def resolve_unit_modules(model, spec):
+    """zoff.initialize's unit_modules: None (default_unit_modules), or modules of the model
+    and/or module classes (every outermost instance), completed with the largest subtrees
+    outside them (wrap_units). Raises ValueError naming what is not part of the model."""
+    if spec is None:
+        return default_unit_modules(model)
+    if isinstance(spec, (torch.nn.Module, type)):
+        spec = [spec]
+    classes, modules = [], set()
+    members = {id(m) for m in model.modules()}
+    for item in spec:
+        if isinstance(item, type) and issubclass(item, torch.nn.Module):
+            classes.append(item)
+        elif isinstance(item, torch.nn.Module):
+            if id(item) not in members:
+                raise ValueError(f"zoff.initialize: unit module {type(item).__name__} is not "
+                                 "part of the model")
+            if item is model:
+                raise ValueError("zoff.initialize: the model itself cannot be a unit module; "
+                                 "list its children")
+            modules.add(id(item))
+        else:
+            raise ValueError(f"zoff.initialize: unit_modules holds a {type(item).__name__}, "
+                             "expected modules of the model or module classes")
+    check_not_nested(model, modules)
+    classes = tuple(classes)
+    units = wrap_units(model, lambda m: id(m) in modules or (bool(classes) and isinstance(m, classes)))
+    if classes and not any(isinstance(m, classes) for m in units):
+        names = ", ".join(c.__name__ for c in classes)
+        raise ValueError(f"zoff.initialize: unit_modules class(es) {names} match no module of "
+                         f"the model ({type(model).__name__})")
+    return units
 
 
 def hook_outputs(output, before_backward):

@@ -2,6 +2,7 @@
 #include "zoff/engine/unit_plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <set>
 
@@ -18,17 +19,55 @@ bool is_container(const torch::nn::Module& m) {
          dynamic_cast<const torch::nn::ModuleDictImpl*>(&m) != nullptr;
 }
 
-// The candidate units: (name, module) pairs whose parameters form one unit each.
-void collect_candidates(const std::string& prefix, torch::nn::Module& m,
-                        std::vector<std::pair<std::string, torch::nn::Module*>>* out) {
+using Candidates = std::vector<std::pair<std::string, torch::nn::Module*>>;
+
+// The default unit modules: (name, module) pairs, each top-level child, each element of a
+// top-level container (recursively).
+void collect_default(const std::string& prefix, torch::nn::Module& m, Candidates* out) {
   for (auto& item : m.named_children()) {
     const std::string name = prefix.empty() ? item.key() : prefix + "." + item.key();
     if (is_container(*item.value())) {
-      collect_candidates(name, *item.value(), out);
+      collect_default(name, *item.value(), out);
     } else {
       out->emplace_back(name, item.value().get());
     }
   }
+}
+
+// The given unit modules in tree order, named by path; every module not inside one of
+// them lands in `outside` (its own parameters form units of their own).
+void collect_given(const std::vector<const torch::nn::Module*>& given, torch::nn::Module& root,
+                   Candidates* out, Candidates* outside) {
+  std::unordered_map<const torch::nn::Module*, int> wanted;  // module -> times listed
+  for (const auto* m : given) ++wanted[m];
+  ZOFF_CHECK_ARG(!wanted.count(&root), "unit modules: the root module (", root.name(),
+                 ") cannot be a unit module; list its children");
+  size_t found = 0;
+  std::function<void(const std::string&, torch::nn::Module&, const std::string&)> walk =
+      [&](const std::string& path, torch::nn::Module& m, const std::string& inside) {
+        for (auto& item : m.named_children()) {
+          const std::string name = path.empty() ? item.key() : path + "." + item.key();
+          torch::nn::Module* child = item.value().get();
+          auto it = wanted.find(child);
+          if (it != wanted.end()) {
+            ZOFF_CHECK_ARG(inside.empty(), "unit modules: ", name, " (", child->name(),
+                           ") is inside unit module ", inside, "; units cannot nest");
+            ZOFF_CHECK_ARG(it->second == 1, "unit modules: ", name, " is listed ", it->second,
+                           " times");
+            if (out->end() == std::find_if(out->begin(), out->end(),
+                                           [&](const auto& c) { return c.second == child; })) {
+              out->emplace_back(name, child);
+              ++found;
+            }
+          } else if (inside.empty()) {
+            outside->emplace_back(name, child);
+          }
+          walk(name, *child, it != wanted.end() ? name : inside);
+        }
+      };
+  walk("", root, "");
+  ZOFF_CHECK_ARG(found == wanted.size(), "unit modules: ", wanted.size() - found, " of the ",
+                 wanted.size(), " listed are not part of the model's module tree");
 }
 
 size_t find_root(std::vector<size_t>& parent, size_t i) {
@@ -63,13 +102,21 @@ void collect_tensors(torch::nn::Module& root, UnitPlan* plan,
   }
 }
 
-// Candidate units, the root's own parameters last. A parameter read by two candidates
+// Candidate units: the unit modules' parameters (recursively), then the own parameters of
+// each module outside them (`owners`, the root last). A parameter read by two candidates
 // (tied) joins them: union-find over candidates.
-void group_units(torch::nn::Module& root, const std::unordered_map<Impl, size_t>& index,
-                 UnitPlan* plan) {
-  std::vector<std::pair<std::string, torch::nn::Module*>> candidates;
-  collect_candidates("", root, &candidates);
-  std::vector<std::vector<size_t>> members(candidates.size() + 1);
+void group_units(torch::nn::Module& root, const std::vector<const torch::nn::Module*>& given,
+                 const std::unordered_map<Impl, size_t>& index, UnitPlan* plan) {
+  Candidates candidates, owners;
+  if (given.empty()) {
+    collect_default("", root, &candidates);
+  } else {
+    collect_given(given, root, &candidates, &owners);
+  }
+  const size_t n_units = candidates.size();
+  candidates.insert(candidates.end(), owners.begin(), owners.end());
+  candidates.emplace_back("(root)", &root);
+  std::vector<std::vector<size_t>> members(candidates.size());
   std::vector<int> owner(plan->trainable.size(), -1);
   std::vector<size_t> parent(members.size());
   std::iota(parent.begin(), parent.end(), 0);
@@ -85,15 +132,14 @@ void group_units(torch::nn::Module& root, const std::unordered_map<Impl, size_t>
     }
   };
   for (size_t c = 0; c < candidates.size(); ++c) {
-    for (auto& p : candidates[c].second->parameters(/*recurse=*/true)) claim(c, p);
+    for (auto& p : candidates[c].second->parameters(/*recurse=*/c < n_units)) claim(c, p);
   }
-  for (auto& p : root.parameters(/*recurse=*/false)) claim(candidates.size(), p);
 
   std::vector<int> unit_of_group(members.size(), -1);
   for (size_t c = 0; c < members.size(); ++c) {
     if (members[c].empty()) continue;
     const size_t g = find_root(parent, c);
-    const std::string name = c < candidates.size() ? candidates[c].first : "(root)";
+    const std::string& name = candidates[c].first;
     if (unit_of_group[g] < 0) {
       unit_of_group[g] = static_cast<int>(plan->units.size());
       plan->units.push_back({name, {}});
@@ -125,11 +171,12 @@ void map_modules(torch::nn::Module& root, const std::unordered_map<Impl, size_t>
 
 }  // namespace
 
-UnitPlan plan_units(torch::nn::Module& root) {
+UnitPlan plan_units(torch::nn::Module& root,
+                    const std::vector<const torch::nn::Module*>& unit_modules) {
   UnitPlan plan;
   std::unordered_map<Impl, size_t> index;  // trainable tensor -> index in plan.trainable
   collect_tensors(root, &plan, &index);
-  group_units(root, index, &plan);
+  group_units(root, unit_modules, index, &plan);
   map_modules(root, index, &plan);
   return plan;
 }

@@ -68,7 +68,7 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
     for (const auto& w : config_.warnings) std::fprintf(stderr, "zoff: warning: %s\n", w.c_str());
   }
   check_config();
-  plan_ = plan_units(*module_);
+  plan_ = plan_units(*module_, options_.unit_modules);
   ZOFF_CHECK_ARG(!plan_.trainable.empty(), "the module has no trainable parameters");
   compute_device_ = module_device(plan_);
   if (on_device()) check_device_config();

@@ -22,16 +22,22 @@ struct UnitPlan {
   std::vector<std::pair<std::string, torch::Tensor>> buffers;
   // Second names of tied tensors: (name, the first name it was registered under).
   std::vector<std::pair<std::string, std::string>> aliases;
-  // Units over `trainable`: by default one per top-level child module that holds
-  // trainable parameters, one per element of a top-level ModuleList, Sequential or
-  // ModuleDict (a transformer block), and one for parameters of the root itself. Units
-  // that share a parameter (tied weights) are merged into one.
+  // Units over `trainable`: one per unit module (by default each top-level child module
+  // that holds trainable parameters, each element of a top-level ModuleList, Sequential or
+  // ModuleDict: a transformer block), and for the parameters outside every unit module one
+  // per module that registered them (the root's own: "(root)"). Units that share a
+  // parameter (tied weights) are merged into one.
   std::vector<partition::UnitSpec> units;
   // For every module of the tree, the units whose parameters it reads (what
   // zoff::with_unit(module, ...) gathers).
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units;
 };
 
-UnitPlan plan_units(torch::nn::Module& root);
+// `unit_modules`: modules of root's tree whose parameters (recursively) each form one unit,
+// none inside another (a FSDP-style wrap policy: a Hugging Face model's decoder layers);
+// empty: the default above. A module outside root's tree, root itself, a repeated module or
+// one inside another throws zoff::UsageError naming it.
+UnitPlan plan_units(torch::nn::Module& root,
+                    const std::vector<const torch::nn::Module*>& unit_modules = {});
 
 }  // namespace zoff::engine

@@ -47,6 +47,11 @@ struct EngineOptions {
   // compute buffer) with a CPU module, the CPU standing in for the device: what lets the
   // tests check that path on machines without a GPU. Same results as the usual CPU path.
   bool device_path_on_cpu = false;
+  // The modules whose parameters each form one unit (plan_units): what stage 3 gathers
+  // around a module's forward, and the pieces gradient buckets are made of. Empty: each
+  // top-level child, each element of a top-level container. A Hugging Face model's decoder
+  // layers, say, where they sit deeper than that.
+  std::vector<const torch::nn::Module*> unit_modules;
 };
 
 // One section of a rank's checkpointed state as stored ("master", "exp_avg", and with int8
