@@ -10,14 +10,42 @@
 namespace py = pybind11;
 
 namespace zoff::python {
+namespace {
+
+// EngineOptions::param_init over a Python callable: the engine calls it without the GIL
+// (from its setup), so it takes the GIL; an exception it raises becomes one line naming
+// the parameter. It holds a borrowed handle (copies of the function object, made without
+// the GIL, must not touch reference counts): the PyEngine keeps the callable alive.
+unit::ParamInit python_param_init(py::handle fn) {
+  return [fn](const std::string& name, torch::Tensor values) {
+    std::string failure;
+    {
+      py::gil_scoped_acquire gil;
+      try {
+        fn(name, values);
+      } catch (py::error_already_set& e) {
+        failure = std::string(e.what());
+      }
+    }
+    if (!failure.empty()) {
+      throw UsageError("param_init(\"" + name + "\") raised " +
+                       failure.substr(0, failure.find('\n')));
+    }
+  };
+}
+
+}  // namespace
 
 PyEngine::PyEngine(py::handle model, const std::string& config_json,
-                   std::chrono::milliseconds timeout, const py::list& unit_modules)
+                   std::chrono::milliseconds timeout, const py::list& unit_modules,
+                   const py::object& param_init)
     : mirror_(mirror_module(model)),
       config_json_(config_json),
-      model_name_(py::str(py::type::handle_of(model).attr("__name__")).cast<std::string>()) {
+      model_name_(py::str(py::type::handle_of(model).attr("__name__")).cast<std::string>()),
+      param_init_(param_init) {
   engine::EngineOptions options;
   for (auto m : unit_modules) options.unit_modules.push_back(&mirror_.of(m));
+  if (!param_init_.is_none()) options.param_init = python_param_init(param_init_);
   py::gil_scoped_release no_gil;
   // `zoff launch` gives each rank cores / N threads in ZOFF_NUM_THREADS; LibTorch (shared
   // with Python's torch) does not read it by itself.

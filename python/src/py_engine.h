@@ -23,9 +23,12 @@ namespace zoff::python {
 class PyEngine {
  public:
   // unit_modules: modules of `model` whose parameters each form one unit
-  // (EngineOptions::unit_modules); empty: the engine's default.
+  // (EngineOptions::unit_modules); empty: the engine's default. param_init: None, or a
+  // callable (name, fp32 tensor) filling a deferred parameter's values in place
+  // (EngineOptions::param_init; called with the GIL taken).
   PyEngine(pybind11::handle model, const std::string& config_json,
-           std::chrono::milliseconds timeout, const pybind11::list& unit_modules);
+           std::chrono::milliseconds timeout, const pybind11::list& unit_modules,
+           const pybind11::object& param_init);
   ~PyEngine();
 
   void backward(const at::Tensor& loss);
@@ -59,7 +62,8 @@ class PyEngine {
   std::string config_json_;
   std::string model_name_;  // the Python class name, recorded in checkpoints
   std::unique_ptr<engine::ZeroEngine> engine_;
-  int micro_ = 0;  // backward calls since the last step
+  int micro_ = 0;                // backward calls since the last step
+  pybind11::object param_init_;  // the Python callable behind EngineOptions::param_init
 };
 
 }  // namespace zoff::python

@@ -108,12 +108,12 @@ void bind_unit_calls(py::class_<PyEngine>& c) {
 void bind_engine(py::module_& m) {
   py::class_<PyEngine> c(m, "Engine");
   c.def(py::init([](py::handle model, const std::string& json, double timeout_s,
-                    const py::list& unit_modules) {
+                    const py::list& unit_modules, const py::object& param_init) {
           const auto ms = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0));
-          return std::make_unique<PyEngine>(model, json, ms, unit_modules);
+          return std::make_unique<PyEngine>(model, json, ms, unit_modules, param_init);
         }),
         py::arg("model"), py::arg("config_json"), py::arg("timeout_s"),
-        py::arg("unit_modules") = py::list());
+        py::arg("unit_modules") = py::list(), py::arg("param_init") = py::none());
   c.def("backward",
         [](PyEngine& e, const at::Tensor& loss) { released([&] { e.backward(loss); }); });
   c.def("step", [](PyEngine& e) { return step_dict(released([&] { return e.step(); })); });

@@ -103,3 +103,39 @@ def test_bad_input_is_a_value_error_naming_it():
         znn.causal_softmax(torch.zeros(4, 4), 0.0)
     with pytest.raises(ValueError, match="scores is Float"):
         zoff._zoff.fused_causal_softmax(torch.zeros(4, 4), 0.5)
+
+
+class _UserBlock(torch.nn.Module):
+    """A user's module: torch.nn layers, a subclass of Linear that must stay as it is."""
+
+    class MyLinear(torch.nn.Linear):
+        pass
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 32)
+        self.ln = torch.nn.LayerNorm(32)
+        self.act = torch.nn.GELU()
+        self.out = self.MyLinear(32, 4)
+
+    def forward(self, x):
+        return self.out(self.act(self.ln(self.fc(x))))
+
+
+def test_use_fused_kernels_swaps_exactly_the_torch_classes_in_place():
+    torch.manual_seed(3)
+    block = _UserBlock()
+    x = torch.randn(6, 16)
+    before, keys = block(x), list(block.state_dict())
+    assert znn.use_fused_kernels(block) == 3
+    assert type(block.fc) is znn.Linear and type(block.ln) is znn.LayerNorm
+    assert type(block.act) is znn.GELU and type(block.out) is _UserBlock.MyLinear
+    assert list(block.state_dict()) == keys
+    assert torch.equal(block(x), before)  # fp32: PyTorch's own ops, bit for bit
+    # bf16: the widened product (fp32 GEMM rounded once) of the same operands.
+    xb, fc = x.bfloat16(), block.fc.bfloat16()
+    want = F.linear(xb.float(), fc.weight.float(), fc.bias.float()).bfloat16()
+    if znn.bf16_products_widened():
+        assert torch.equal(fc(xb), want)
+    with pytest.raises(ValueError, match="expected a torch.nn.Module, got list"):
+        znn.use_fused_kernels([block])

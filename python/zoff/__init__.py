@@ -14,16 +14,18 @@ import torch
 from . import _zoff
 from .config import config_json
 from .engine import ConfigWarning, Engine, StepStats
-from . import nn
+from . import deferred, nn
+from .deferred import init_empty
 from .op_profile import OpProfile
 from .unit_hooks import resolve_unit_modules
 
-__all__ = ["initialize", "export", "world", "Engine", "StepStats", "ConfigWarning", "OpProfile", "nn"]
+__all__ = ["initialize", "init_empty", "export", "world", "Engine", "StepStats", "ConfigWarning", "OpProfile", "nn"]
 
 _engines = weakref.WeakKeyDictionary()  # model -> its engine: one engine per model
 
 
-def initialize(model=None, config=None, unit_modules=None, comm_timeout=300.0, **unused):
+def initialize(model=None, config=None, unit_modules=None, comm_timeout=300.0, param_init=None,
+               **unused):
     """Builds the engine for `model` (a torch.nn.Module with fp32 parameters on the CPU).
 
     config: a DeepSpeed-style JSON file path, a dict or JSON text (keys: see the README).
@@ -33,6 +35,9 @@ def initialize(model=None, config=None, unit_modules=None, comm_timeout=300.0, *
         them. Default: a Hugging Face model's `_no_split_modules` classes (its transformer
         layers), else each child of the model, each element of a child container.
     comm_timeout: seconds any collective may wait (first engine of the process only).
+    param_init: fn(name, values) filling an fp32 tensor in place with the initial values of
+        the parameter called `name`, for a model built under zoff.init_empty(); called once
+        per parameter, unit by unit. Default: the model's own _init_weights (transformers).
     Every rank calls it. Bad config or arguments raise ValueError naming the key.
     """
     if unused:
@@ -45,7 +50,8 @@ def initialize(model=None, config=None, unit_modules=None, comm_timeout=300.0, *
     if model in _engines and _engines[model]() is not None:
         raise ValueError("zoff.initialize: this model already has a zoff engine (one engine per model)")
     units = resolve_unit_modules(model, unit_modules)
-    native = _zoff.Engine(model, config_json(config), float(comm_timeout), units)
+    init = deferred.resolve_param_init(model, param_init)
+    native = _zoff.Engine(model, config_json(config), float(comm_timeout), units, init)
     engine = Engine(model, native, units)
     _engines[model] = weakref.ref(engine)
     return engine

@@ -34,7 +34,8 @@ import torch.nn.functional as F
 from . import _zoff
 
 __all__ = ["layer_norm", "gelu", "causal_softmax", "linear", "matmul", "bmm", "baddbmm",
-           "set_bf16_products", "bf16_products_widened", "LayerNorm", "GELU", "Linear"]
+           "set_bf16_products", "bf16_products_widened", "LayerNorm", "GELU", "Linear",
+           "use_fused_kernels"]
 
 set_bf16_products = _zoff.set_bf16_products
 bf16_products_widened = _zoff.bf16_products_widened
@@ -145,3 +146,27 @@ class GELU(torch.nn.GELU):
 
     def forward(self, x):
         return gelu(x, approximate=self.approximate)
+
+
+# torch.nn classes whose instances use_fused_kernels turns into zoff's (same attributes,
+# state and parameters; only forward differs).
+_SWAPS = {torch.nn.Linear: Linear, torch.nn.LayerNorm: LayerNorm, torch.nn.GELU: GELU}
+
+
+def use_fused_kernels(model):
+    """Makes every torch.nn.Linear, LayerNorm and GELU of `model` (exactly those classes, not
+    subclasses) use zoff's products and kernels in place: its class becomes zoff.nn's
+    subclass, whose forward calls the functions above; parameters, buffers, hooks and
+    state_dict keys stay as they are. For a model written by others (a Hugging Face
+    transformer) trained in bf16 on a CPU without bf16 dot products, where PyTorch's own bf16
+    GEMMs are ~30x slower than fp32. fp32 modules compute as before, bit for bit. Returns
+    the number of modules changed."""
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"use_fused_kernels: expected a torch.nn.Module, got {type(model).__name__}")
+    changed = 0
+    for m in model.modules():
+        target = _SWAPS.get(type(m))
+        if target is not None:
+            m.__class__ = target
+            changed += 1
+    return changed
