@@ -159,3 +159,25 @@ def test_step_times_name_every_phase_and_parts_fit_their_whole():
     assert t["forward"] > 0 and t["backward"] > 0 and t["step"] > 0 and t["optimizer"] > 0
     assert t["backward_reduce"] <= t["backward"]
     assert t["grad_norm"] + t["optimizer"] + t["allgather"] <= t["step"]
+
+
+class _ReadsAChildWeight(torch.nn.Module):
+    """Reads a's weight in its own forward, outside a's: at stage 3 a is released then."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(8, 6), torch.nn.Linear(6, 8)
+
+    def forward(self, x):
+        return (self.b(self.a(x)) @ self.a.weight.t()).sum()
+
+
+def test_stage3_read_of_a_released_parameter_is_one_line_naming_it():
+    cfg = {"train_batch_size": 2, "train_micro_batch_size_per_gpu": 2,
+           "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+           "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}
+    engine = zoff.initialize(model=_ReadsAChildWeight(), config=cfg)
+    with pytest.raises(ValueError) as e:
+        engine(torch.randn(2, 8))
+    assert "parameter a.weight was read outside the forward" in one_line(e)
+    assert "(a)" in one_line(e)

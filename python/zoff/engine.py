@@ -55,6 +55,12 @@ class Engine:
         kwargs = _cast(kwargs, self.compute_dtype)
         try:
             return self.module(*args, **kwargs)
+        except RuntimeError as e:
+            self._scopes.close_all()
+            explained = unit_hooks.explain_released_read(self.module, str(e))
+            if explained:
+                raise ValueError(explained) from None
+            raise
         except BaseException:
             self._scopes.close_all()
             raise

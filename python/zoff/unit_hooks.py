@@ -6,6 +6,8 @@ output (gather again before the unit's own backward). Python modules have forwar
 so a model needs no change: the pre-hook and the hook call the first two, and the hook
 registers a gradient hook on every output tensor for the third.
 """
+import re
+
 import torch
 
 CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)
@@ -173,3 +175,31 @@ class UnitScopes:
         for h in self._handles:
             h.remove()
         self._handles = []
+
+
+_RELEASED_READ = re.compile(r"sizes \[([0-9, ]*)\], strides \[[0-9, ]*\], storage offset (\d+).*"
+                            r"storage of size 0")
+
+
+def explain_released_read(model, message):
+    """For LibTorch's error on reading a tensor whose storage was freed (a stage-3 unit
+    released): one line naming the parameters of a released unit that the view read could
+    be (its sizes and offset match), and their modules; None when the message is another
+    one or no parameter matches."""
+    m = _RELEASED_READ.search(message)
+    if not m:
+        return None
+    shape = [int(v) for v in m.group(1).split(",") if v.strip()]
+    offset = int(m.group(2))
+    # The view read may be the parameter transposed or permuted (x @ w.t()): same sizes in
+    # some order, same offset.
+    names = [n for n, p in model.named_parameters()
+             if sorted(p.shape) == sorted(shape) and p.storage_offset() == offset
+             and p.untyped_storage().nbytes() == 0]
+    if not names:
+        return None
+    owners = sorted({n.rpartition(".")[0] or "(the model itself)" for n in names})
+    return (f"zoff stage 3: parameter {' or '.join(names)} was read outside the forward of a "
+            f"unit module holding it ({', '.join(owners)}), while its unit was released; read "
+            f"it inside engine.with_unit(module, fn), or pass unit_modules so that one unit "
+            f"module's forward covers the read")
