@@ -41,6 +41,7 @@ def parse_args(argv=None):
     p.add_argument("--reference", action="store_true", help="plain PyTorch AdamW, one process")
     p.add_argument("--save", help="save_pretrained the fine-tuned model (and tokenizer) here")
     p.add_argument("--json-out", help="write per-epoch results here (rank 0)")
+    p.add_argument("--nvme-path", help="replaces the config's offload nvme_path values")
     a = p.parse_args(argv)
     for name in ("epochs", "max_tokens"):
         if getattr(a, name) < 1:
@@ -50,12 +51,17 @@ def parse_args(argv=None):
     return a
 
 
-def load_config(path):
+def load_config(path, nvme_path=None):
     try:
         with open(path) as f:
-            return json.load(f)
+            cfg = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise SystemExit(f"bert_classify: cannot read config {path}: {e}")
+    for key in ("offload_param", "offload_optimizer"):
+        section = cfg.get("zero_optimization", {}).get(key, {})
+        if nvme_path and "nvme_path" in section:
+            section["nvme_path"] = nvme_path
+    return cfg
 
 
 def batch_size(cfg):
@@ -195,7 +201,7 @@ def main(argv=None):
     if a.limit_train:
         train = train[:a.limit_train] if a.limit_train < len(train) else train
     names = fortunes_text.CATEGORIES
-    cfg = load_config(a.config)
+    cfg = load_config(a.config, a.nvme_path)
     steps_per_epoch = len(train) // batch_size(cfg)
     if steps_per_epoch < 1:
         raise SystemExit(f"bert_classify: {len(train)} training fortunes < train_batch_size {batch_size(cfg)}")
