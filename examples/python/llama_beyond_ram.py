@@ -41,6 +41,7 @@ def parse_args(argv=None):
     p.add_argument("--context", type=int, default=64, help="tokens per sequence")
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--seed", type=int, default=0, help="seeds the initial values")
     p.add_argument("--same-batch", action="store_true",
                    help="every step on the first window (a falling loss shows the update's direction)")
     p.add_argument("--nvme-path", required=True, help="folder for the disk tier (created)")
@@ -101,6 +102,7 @@ def main(argv=None):
     cfg = LlamaConfig(vocab_size=tok.vocab_size, hidden_size=a.hidden, intermediate_size=a.intermediate,
                       num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.heads,
                       max_position_embeddings=max(a.context, 64), tie_word_embeddings=False)
+    torch.manual_seed(a.seed)  # _init_weights draws from it (rank 0's values are used)
     start = time.perf_counter()
     with zoff.init_empty():
         model = LlamaForCausalLM(cfg)

@@ -41,7 +41,7 @@ def test_bert_classify_bad_config_is_one_line():
 def test_llama_beyond_ram_tiny_trains_from_disk(tmp_path):
     p = run([sys.executable, os.path.join(EXAMPLES, "llama_beyond_ram.py"), "--layers", "2",
              "--hidden", "64", "--intermediate", "128", "--heads", "4", "--steps", "3", "--same-batch",
-             "--lr", "1e-2",
+             "--lr", "1e-3",
              "--nvme-path", str(tmp_path / "nvme"), "--json-out", str(tmp_path / "f.json")])
     assert p.returncode == 0, p.stdout + p.stderr
     figures = json.load(open(tmp_path / "f.json"))
