@@ -13,6 +13,7 @@ import tiny_gpt
 import zoff
 from gpt import gpt_loss
 from mha_gpt import MhaGPT
+from parity import relative_differences
 
 
 def make_model(name):
@@ -79,10 +80,7 @@ def main():
         losses, params = zoff_run(a.model, stage, data, world, rank)
         if rank != 0:
             continue
-        loss_diff = max(abs(x - y) / abs(y) for x, y in zip(losses, ref_losses))
-        num = sum((params[k] - v).square().sum().item() for k, v in ref_params.items())
-        den = sum(v.square().sum().item() for v in ref_params.values())
-        results[stage] = {"loss_rel": loss_diff, "param_rel": (num / den) ** 0.5,
+        results[stage] = {**relative_differences(losses, ref_losses, params, ref_params),
                           "first_loss": losses[0], "last_loss": losses[-1]}
     if rank == 0:
         with open(a.out, "w") as f:

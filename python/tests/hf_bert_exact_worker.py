@@ -15,6 +15,7 @@ import torch.distributed as dist
 import fortunes_text
 import pretrained
 import zoff
+from parity import relative_differences
 from transformers import AutoTokenizer, BertForMaskedLM, BertForSequenceClassification
 
 GLOBAL_BATCH, MICRO = 8, 2
@@ -137,10 +138,7 @@ def main():
         losses, params, hooked = zoff_run(a.model, stage, data, world, rank)
         if rank != 0:
             continue
-        loss_diff = max(abs(x - y) / abs(y) for x, y in zip(losses, ref_losses))
-        num = sum((params[k] - v).square().sum().item() for k, v in ref_params.items())
-        den = sum(v.square().sum().item() for v in ref_params.values())
-        results[stage] = {"loss_rel": loss_diff, "param_rel": (num / den) ** 0.5,
+        results[stage] = {**relative_differences(losses, ref_losses, params, ref_params),
                           "first_loss": sum(losses[:5]) / 5, "last_loss": sum(losses[-5:]) / 5,
                           "hooked_units": hooked}
     if rank == 0:
