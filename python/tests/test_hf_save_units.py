@@ -146,3 +146,25 @@ def test_nested_unit_modules_are_refused_naming_them():
         zoff.initialize(model=model, config=config(3),
                         unit_modules=[model.bert.encoder, model.bert.encoder.layer[0]])
     assert "bert.encoder.layer.0 is inside unit module bert.encoder" in one_line(e)
+
+
+def test_fp16_config_trains_with_dynamic_loss_scaling():
+    """A DeepSpeed fp16 config on a transformers model: a scale too high at first overflows,
+    the step is skipped and the scale halves, then training goes on."""
+    cfg = config(2)
+    cfg["fp16"] = {"enabled": True, "initial_scale_power": 18, "hysteresis": 1}
+    model = bert()
+    zoff.nn.use_fused_kernels(model)
+    engine = zoff.initialize(model=model, config=cfg)
+    train, _ = fortunes_text.load_split()
+    stats, losses = [], []
+    for s in range(10):
+        b, y = encoded(train, 4 * s, 4 * s + 4)
+        out = engine(**b, labels=y)
+        engine.backward(out.loss)
+        stats.append(engine.step())
+        losses.append(out.loss.item())
+    assert stats[0].skipped and stats[0].loss_scale == 2.0 ** 18
+    assert not stats[-1].skipped and stats[-1].loss_scale < 2.0 ** 18
+    done = [l for l, st in zip(losses, stats) if not st.skipped]
+    assert len(done) >= 3 and all(torch.isfinite(torch.tensor(done)))
