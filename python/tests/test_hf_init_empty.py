@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import zoff
+from conftest import run_ranks
 from transformers import LlamaConfig, LlamaForCausalLM
 
 TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -92,6 +93,17 @@ def test_given_param_init_trains_exactly_like_torch_adamw():
         torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
         opt.step()
         assert abs(out.loss.item() - ref.item()) <= LOSS_TOL * abs(ref.item()), s
+
+
+def test_three_ranks_uneven_partitions_train_exactly_like_torch_adamw(tmp_path):
+    """World 3 (units padded unevenly), grouped-query attention, tied embeddings, built under
+    init_empty and valued by param_init: stages 1 and 3 against torch AdamW."""
+    results = run_ranks(3, "hf_llama_exact_worker.py", ["--steps", "6"], tmp_path)
+    for stage in ("1", "3"):
+        r = results[stage]
+        print(f"llama world 3 stage {stage}: loss rel {r['loss_rel']:.2e}, params rel {r['param_rel']:.2e}")
+        assert r["loss_rel"] < LOSS_TOL and r["param_rel"] < LOSS_TOL
+        assert r["last_loss"] < r["first_loss"]
 
 
 def test_param_init_that_raises_is_one_line_naming_the_parameter():
