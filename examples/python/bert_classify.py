@@ -187,43 +187,31 @@ def print_confusion(counts, names):
         print(f"{n:<{width}}" + "".join(f"{int(c):>11}" for c in counts[i]))
 
 
-def main(argv=None):
-    a = parse_args(argv)
-    # from_pretrained's report lists the new classifier as missing, as it should be; once.
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))
-    if a.reference and world != 1:
-        raise SystemExit(f"bert_classify --reference runs in one process (WORLD_SIZE = {world})")
-    if world > 1:
-        dist.init_process_group("gloo")  # the example's own group: evaluation counts
+def prepare(a, world, rank):
+    """The data, config, model (pretrained encoder, seeded classifier) and trainer."""
     train, test = fortunes_text.load_split()
     if a.limit_train:
-        train = train[:a.limit_train] if a.limit_train < len(train) else train
-    names = fortunes_text.CATEGORIES
+        train = train[:a.limit_train]
     cfg = load_config(a.config, a.nvme_path)
     steps_per_epoch = len(train) // batch_size(cfg)
     if steps_per_epoch < 1:
         raise SystemExit(f"bert_classify: {len(train)} training fortunes < train_batch_size {batch_size(cfg)}")
     torch.manual_seed(a.seed)  # the new classifier: the same on every rank (and reference)
-    model = BertForSequenceClassification.from_pretrained(pretrained.minilm_dir(), num_labels=len(names))
+    model = BertForSequenceClassification.from_pretrained(
+        pretrained.minilm_dir(), num_labels=len(fortunes_text.CATEGORIES))
     # bf16 products widened to fp32 GEMMs where the CPU lacks bf16 dot products (PyTorch's
     # own bf16 GEMM is ~30x slower there); the reference uses them too, so that the two runs
     # differ only in the training engine. fp32 is unaffected.
     znn.use_fused_kernels(model)
     torch.manual_seed(a.seed * 7919 + rank + 1)  # dropout: each rank its own stream
-    tok = AutoTokenizer.from_pretrained(pretrained.minilm_dir())
     trainer = Trainer(model, cfg, a.reference, world, rank)
-    say = print if rank == 0 else (lambda *x, **k: None)
-    majority = fortunes_text.majority_share(test, len(names))
-    say(f"bert_classify: {'reference (torch AdamW)' if a.reference else 'zoff'}, world {world}, "
-        f"{len(train)} train / {len(test)} test fortunes, {steps_per_epoch} steps per epoch, "
-        f"majority-class accuracy {100 * majority:.1f}%", flush=True)
-    total = cfg.get("scheduler", {}).get("params", {}).get("total_num_steps")
-    if total and total != a.epochs * steps_per_epoch:
-        say(f"note: the schedule's total_num_steps is {total}; this run makes "
-            f"{a.epochs * steps_per_epoch} steps")
-    results = []
+    return train, test, cfg, steps_per_epoch, trainer
+
+
+def train_epochs(a, trainer, tok, train, test, cfg, say):
+    """Trains a.epochs epochs, evaluating after each; returns (results, last confusion)."""
+    names, majority = fortunes_text.CATEGORIES, fortunes_text.majority_share(test, len(fortunes_text.CATEGORIES))
+    results, counts = [], None
     for epoch in range(1, a.epochs + 1):
         start, losses = time.perf_counter(), []
         for rows in epoch_batches(train, batch_size(cfg), epoch, a.seed):
@@ -235,11 +223,36 @@ def main(argv=None):
                         "test_accuracy": acc, "seconds": seconds})
         say(f"epoch {epoch}: train loss {results[-1]['train_loss']:.4f}, test accuracy "
             f"{100 * acc:.2f}% (majority {100 * majority:.1f}%), {seconds:.0f} s", flush=True)
+    return results, counts
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    # from_pretrained's report lists the new classifier as missing, as it should be; once.
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))
+    if a.reference and world != 1:
+        raise SystemExit(f"bert_classify --reference runs in one process (WORLD_SIZE = {world})")
+    if world > 1:
+        dist.init_process_group("gloo")  # the example's own group: evaluation counts
+    train, test, cfg, steps_per_epoch, trainer = prepare(a, world, rank)
+    tok = AutoTokenizer.from_pretrained(pretrained.minilm_dir())
+    say = print if rank == 0 else (lambda *x, **k: None)
+    majority = fortunes_text.majority_share(test, len(fortunes_text.CATEGORIES))
+    say(f"bert_classify: {'reference (torch AdamW)' if a.reference else 'zoff'}, world {world}, "
+        f"{len(train)} train / {len(test)} test fortunes, {steps_per_epoch} steps per epoch, "
+        f"majority-class accuracy {100 * majority:.1f}%", flush=True)
+    total = cfg.get("scheduler", {}).get("params", {}).get("total_num_steps")
+    if total and total != a.epochs * steps_per_epoch:
+        say(f"note: the schedule's total_num_steps is {total}; this run makes "
+            f"{a.epochs * steps_per_epoch} steps")
+    results, counts = train_epochs(a, trainer, tok, train, test, cfg, say)
     if rank == 0:
-        print_confusion(counts, names)
+        print_confusion(counts, fortunes_text.CATEGORIES)
     if a.save:
         if a.reference:
-            model.save_pretrained(a.save)
+            trainer.model.save_pretrained(a.save)
         else:
             trainer.engine.save_pretrained(a.save, overwrite=True)
         if rank == 0:
