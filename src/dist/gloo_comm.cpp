@@ -2,9 +2,6 @@
 // alltoall.
 #include "zoff/dist/gloo_comm.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,30 +22,6 @@ namespace zoff::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The local address this host would use to reach `host` (no packet is sent: a UDP connect
-// only picks a route). Empty if `host` does not resolve.
-std::string local_address_towards(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return "";
-  std::string local;
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
-    sockaddr_in self{};
-    socklen_t len = sizeof(self);
-    char text[INET_ADDRSTRLEN] = {};
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0 &&
-        inet_ntop(AF_INET, &self.sin_addr, text, sizeof(text)) != nullptr) {
-      local = text;
-    }
-  }
-  if (fd >= 0) close(fd);
-  freeaddrinfo(found);
-  return local;
-}
 
 // Which network interface Gloo binds: GLOO_SOCKET_IFNAME if the user named one (PyTorch's
 // convention), else the address on the route to the master. createDefaultDevice alone would

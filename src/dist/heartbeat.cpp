@@ -22,6 +22,8 @@ constexpr std::chrono::milliseconds kMinConnectTimeout{5000};  // see the constr
 
 std::string beat_key(int rank) { return detail::concat("zoff/heartbeat/", rank); }
 std::string done_key(int rank) { return detail::concat("zoff/heartbeat_done/", rank); }
+// The address each rank reaches the store from, for messages that name a lost host.
+std::string host_key(int rank) { return detail::concat("zoff/heartbeat_host/", rank); }
 
 // "30", "0.5": the timeout in seconds for messages.
 std::string seconds_text(std::chrono::milliseconds t) {
@@ -41,7 +43,8 @@ struct Heartbeat::State {
   std::mutex mutex;  // guards everything below
   std::condition_variable wake;
   bool stop = false;              // the Heartbeat is being destroyed
-  bool store_gone = false;        // the store closed the connection: nothing left to watch
+  bool store_gone = false;        // the store closed the connection (rank 0 has ended)
+  Clock::time_point store_gone_at;
   bool beater_finished = false;   // beat_loop returned
   bool fired = false;             // a silence was reported (once)
   Clock::time_point last_answer;  // when the store last answered a whole round
@@ -49,10 +52,32 @@ struct Heartbeat::State {
   std::vector<int64_t> counts;
   std::vector<Clock::time_point> moved;
 
+  // Ranks on several hosts: no launcher sees every rank, so a rank whose store closed while
+  // it still runs must end itself (on one host the launcher stops it when rank 0 ends).
+  bool several_hosts() const { return world.local_world_size < world.world_size; }
+
   std::string store_silence() const {
     return detail::concat("rank 0 (host of the rendezvous store at ", world.master_addr, ":",
                           world.master_port, ") did not answer for ", seconds_text(options.timeout),
-                          " s (stopped or wedged?)");
+                          " s (stopped, wedged or cut off?)");
+  }
+
+  std::string store_closed() const {
+    return detail::concat("rank 0 (host of the rendezvous store at ", world.master_addr, ":",
+                          world.master_port, ") ended the job: its store closed ",
+                          seconds_text(options.timeout), " s ago while this rank still runs");
+  }
+
+  // " (on 10.77.1.2)": where rank r said it runs, or "" when it never said or the store
+  // cannot say now.
+  std::string where(int r) {
+    try {
+      if (!store->check({host_key(r)})) return "";
+      const std::string address = store->get_to_str(host_key(r));
+      return address.empty() ? "" : detail::concat(" (on ", address, ")");
+    } catch (const std::exception&) {
+      return "";
+    }
   }
 
   // Reports `message` once, unless the Heartbeat is already stopping.
@@ -84,8 +109,8 @@ struct Heartbeat::State {
         continue;
       }
       if (now - moved[r] < options.timeout || store->add(done_key(r), 0) > 0) continue;
-      return detail::concat("rank ", r, " sent no heartbeat for ", seconds_text(options.timeout),
-                            " s (stopped or wedged?)");
+      return detail::concat("rank ", r, where(r), " sent no heartbeat for ",
+                            seconds_text(options.timeout), " s (stopped, wedged or cut off?)");
     }
     return "";
   }
@@ -103,6 +128,7 @@ struct Heartbeat::State {
       if (Clock::now() - started >= options.timeout) return store_silence();
       std::lock_guard<std::mutex> lock(mutex);
       store_gone = true;
+      store_gone_at = Clock::now();
       return "";
     }
   }
@@ -131,12 +157,23 @@ struct Heartbeat::State {
   }
 
   // Ranks != 0: a store call that hangs (rank 0 stopped, its store with it) blocks the
-  // beater, so this thread watches the time of the last answered round.
+  // beater, so this thread watches the time of the last answered round. On several hosts it
+  // also ends a rank that still runs `timeout` after the store closed: rank 0 ended the job
+  // (a peer it lost, or its own failure), and this rank may wait in a collective with a host
+  // that is gone for the whole collective timeout otherwise.
   void watch_store_loop() {
     std::unique_lock<std::mutex> lock(mutex);
     while (true) {
-      wake.wait_for(lock, interval, [&] { return stop || store_gone || fired || beater_finished; });
-      if (stop || store_gone || fired || beater_finished) return;
+      wake.wait_for(lock, interval, [&] { return stop || fired; });
+      if (stop || fired) return;
+      if (store_gone) {
+        if (!several_hosts()) return;
+        if (Clock::now() - store_gone_at < options.timeout) continue;
+        lock.unlock();
+        fire(store_closed());
+        return;
+      }
+      if (beater_finished) return;
       if (Clock::now() - last_answer >= options.timeout) {
         lock.unlock();
         fire(store_silence());
@@ -168,6 +205,12 @@ Heartbeat::Heartbeat(const WorldInfo& world, HeartbeatOptions options)
     throw Error(detail::concat("heartbeat: rank ", world.rank, " cannot reach the store at ",
                                world.master_addr, ":", world.master_port, " within ",
                                store_options.timeout.count(), " ms (", first_line(e), ")"));
+  }
+  try {
+    const std::string address = local_address_towards(world.master_addr, world.master_port);
+    s.store->set(host_key(world.rank), std::vector<uint8_t>(address.begin(), address.end()));
+  } catch (const std::exception&) {
+    // Only messages use it: a rank that could not say where it runs is named without it.
   }
   s.counts.assign(static_cast<size_t>(world.world_size), -1);
   s.moved.assign(static_cast<size_t>(world.world_size), Clock::now());

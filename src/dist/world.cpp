@@ -1,8 +1,10 @@
 // WorldInfo::from_env: reads and validates the torchrun-style environment of one rank.
 #include "zoff/dist/world.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
@@ -95,6 +97,28 @@ void check_resolvable(const std::string& label, const std::string& host) {
   const int status = getaddrinfo(host.c_str(), nullptr, &hints, &found);
   if (found != nullptr) freeaddrinfo(found);
   ZOFF_CHECK_ARG(status == 0, label, host, ": cannot be resolved (", gai_strerror(status), ")");
+}
+
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return "";
+  std::string local;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in self{};
+    socklen_t len = sizeof(self);
+    char text[INET_ADDRSTRLEN] = {};
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0 &&
+        inet_ntop(AF_INET, &self.sin_addr, text, sizeof(text)) != nullptr) {
+      local = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return local;
 }
 
 }  // namespace zoff::dist

@@ -480,6 +480,7 @@ TrainSummary TrainRun::run() {
   if ((leader_ || forward_is_collective_) && !o_.sample_prompt.empty()) {
     summary.sample = task_->sample(o_.sample_prompt, o_.sample_tokens, o_.seed);
   }
+  heartbeat_.reset();  // this rank's part is done: from here on its silence is no fault
   return summary;
 }
 

@@ -105,8 +105,8 @@ std::string run_with_stopped_rank(int stopped_rank, const std::string& expected)
 // Rank 0 watches every rank's heartbeat and names the silent one.
 TEST(Heartbeat, StoppedRankFailsTheRunWithinTheHeartbeatTimeoutNamingIt) {
   const std::string message = run_with_stopped_rank(
-      1, "rank 1 sent no heartbeat for " + std::to_string(kHeartbeatTimeoutSeconds) +
-             " s (stopped or wedged?)");
+      1, "rank 1 (on 127.0.0.1) sent no heartbeat for " +
+             std::to_string(kHeartbeatTimeoutSeconds) + " s (stopped, wedged or cut off?)");
   EXPECT_EQ(message.rfind("[rank 0] zoff: error: ", 0), 0u) << message;
 }
 
@@ -116,7 +116,7 @@ TEST(Heartbeat, StoppedRankZeroIsNamedByTheOthers) {
       run_with_stopped_rank(0, "rank 0 (host of the rendezvous store at 127.0.0.1:");
   EXPECT_EQ(message.rfind("[rank 1] zoff: error: ", 0), 0u) << message;
   EXPECT_NE(message.find("did not answer for " + std::to_string(kHeartbeatTimeoutSeconds) +
-                         " s (stopped or wedged?)"),
+                         " s (stopped, wedged or cut off?)"),
             std::string::npos)
       << message;
 }

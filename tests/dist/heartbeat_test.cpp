@@ -71,7 +71,7 @@ TEST(Heartbeat, RankZeroReportsARankThatNeverBeats) {
   reported = true;
   silent.join();
   ASSERT_EQ(reports.count(), 1u);
-  EXPECT_EQ(reports.messages[0], "rank 1 sent no heartbeat for 0.5 s (stopped or wedged?)");
+  EXPECT_EQ(reports.messages[0], "rank 1 sent no heartbeat for 0.5 s (stopped, wedged or cut off?)");
 }
 
 // Ranks finish at their own pace: a finished rank (its Heartbeat gone) is not silent, and a
@@ -95,6 +95,38 @@ TEST(Heartbeat, RanksFinishingAtDifferentTimesAreNotReported) {
         << "rank " << lingering
         << " outlived the other: " << (reports.count() > 0 ? reports.messages[0] : "");
   }
+}
+
+// Ranks on two hosts: rank 0 ends (as when it lost another host) while rank 1 still runs.
+// No launcher sees both, so rank 1 ends itself one timeout later, naming rank 0's host.
+TEST(Heartbeat, OnSeveralHostsARankOutlivingTheStoreReportsIt) {
+  Reports reports;
+  const int port = pick_free_port();
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      WorldInfo world = testing::loopback_world(rank, 2, port);
+      world.local_rank = 0;
+      world.local_world_size = 1;  // one rank per host
+      auto comm = init_comm(world, std::chrono::seconds(30));
+      comm->barrier();
+      Heartbeat heartbeat(world, {kTimeout, reports.callback()});
+      if (rank == 1) {
+        const auto until = std::chrono::steady_clock::now() + kReportBound;
+        while (reports.count() == 0 && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(milliseconds(20));
+        }
+      }
+      if (rank == 0) comm.reset();  // the store goes with rank 0's communicator
+    });
+  }
+  for (auto& t : ranks) t.join();
+  ASSERT_EQ(reports.count(), 1u);
+  EXPECT_EQ(reports.messages[0].rfind("rank 0 (host of the rendezvous store at 127.0.0.1:", 0), 0u)
+      << reports.messages[0];
+  EXPECT_NE(reports.messages[0].find(") ended the job: its store closed 0.5 s ago"),
+            std::string::npos)
+      << reports.messages[0];
 }
 
 TEST(Heartbeat, TimeoutMustBePositive) {

@@ -18,7 +18,7 @@ struct HeartbeatOptions {
   // give up after their own, longer timeout).
   std::chrono::milliseconds timeout{60000};
   // Called once, on a heartbeat thread, with a one-line message naming the silent rank, e.g.
-  // "rank 1 sent no heartbeat for 30 s (stopped or wedged?)". Empty (the default): write
+  // "rank 1 (on 10.0.0.2) sent no heartbeat for 30 s (stopped, wedged or cut off?)". Empty (the default): write
   // "zoff: error: <message>" to stderr and end the process with exit code 1 at once. A
   // collective blocked on a stopped peer cannot be cancelled in c10d's Gloo (its worker
   // threads sit in a socket read for the collective timeout), so a clean unwind would hang.
@@ -31,9 +31,14 @@ struct HeartbeatOptions {
 // reports a rank whose count has not moved for `timeout`. Rank 0 hosts the store, so a
 // stopped rank 0 shows on the other ranks as a store that no longer answers: a second
 // thread reports that ("rank 0 (host of the store at A:P) did not answer for N s ...").
-// A rank whose Heartbeat was destroyed has finished (its key zoff/heartbeat_done/<rank> says
-// so) and is not reported; a store that closed its connection (rank 0 has finished or died,
-// which the launcher sees) ends the watching quietly.
+// Rank 0's messages name the silent rank's address (each rank records the address it reaches
+// the store from). A rank whose Heartbeat was destroyed has finished (its key
+// zoff/heartbeat_done/<rank> says so) and is not reported. A store that closed its connection
+// means rank 0 has ended: on one host the launcher sees that and stops the others, so the
+// watching ends quietly; on several hosts (LOCAL_WORLD_SIZE < WORLD_SIZE) a rank still running
+// `timeout` later reports it ("rank 0 (...) ended the job: its store closed ..."), since it
+// may be waiting in a collective on a host that is gone. Destroy the Heartbeat when the
+// rank's own work is done.
 class Heartbeat {
  public:
   // Connects to the store at world.master_addr:master_port (hosted by rank 0's GlooComm, so

@@ -27,6 +27,11 @@ struct WorldInfo {
 // master address then fails at once instead of after the rendezvous timeout.
 void check_resolvable(const std::string& label, const std::string& host);
 
+// The local IPv4 address this host would use to reach host:port (no packet is sent: a UDP
+// connect only picks a route), e.g. "10.77.1.2"; empty when `host` does not resolve. What
+// Gloo binds and what the heartbeat reports a rank's host as.
+std::string local_address_towards(const std::string& host, int port);
+
 // How the ranks of a job talk once they have met.
 enum class Transport {
   kAuto,  // shared memory when every rank is on one host, else Gloo (TCP)
