@@ -36,6 +36,19 @@ std::shared_ptr<::gloo::transport::Device> make_device(const WorldInfo& world) {
   return ::c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// Gloo's transport error without its source location ("[.../pair.cc:545] ") and the advice
+// it appends (" This is typically caused by ..."): what is left names the peer's address,
+// e.g. "Read error [10.77.0.2]:47542: Connection reset by peer."
+std::string gloo_reason(std::string reason) {
+  if (!reason.empty() && reason[0] == '[') {
+    const size_t close = reason.find("] ");
+    if (close != std::string::npos) reason.erase(0, close + 2);
+  }
+  const size_t advice = reason.find(" This is typically caused");
+  if (advice != std::string::npos) reason.erase(advice);
+  return reason;
+}
+
 std::string endpoint(const WorldInfo& world) {
   return detail::concat(world.master_addr, ":", world.master_port);
 }
@@ -121,7 +134,7 @@ class GlooWork final : public Work {
       work_->wait(timeout_);
       if (finish_) finish_();
     } catch (const std::exception& e) {
-      const std::string reason = first_line(e);
+      const std::string reason = gloo_reason(first_line(e));
       // c10d's own bounded wait says "Operation timed out!"; Gloo's transport says
       // "Timed out waiting ..." when a peer never shows up.
       if (reason.find("imed out") != std::string::npos) {

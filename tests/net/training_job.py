@@ -8,7 +8,7 @@ import time
 
 PORT = 29400  # each namespace has its own ports: nothing else listens there
 
-# gpt tiny at a global batch every world size of the tests divides (2, 3 and 4 ranks).
+# A global batch every world size of the tests divides (2, 3 and 4 ranks).
 CONFIG = {
     "train_batch_size": 48,
     "train_micro_batch_size_per_gpu": 4,
@@ -34,8 +34,10 @@ class Job:
     """`zoff train` on `ranks` ranks in each of hosts `host_ids` (node rank = position;
     the first is the master)."""
 
-    def __init__(self, hosts, host_ids, ranks, workdir, name, steps, train_args=()):
+    def __init__(self, hosts, host_ids, ranks, workdir, name, steps, train_args=(),
+                 model=("gpt", "tiny")):
         self.hosts, self.host_ids, self.ranks = hosts, list(host_ids), ranks
+        self.model = model
         self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir)
         self.log = os.path.join(self.dir, "steps.jsonl")
@@ -45,7 +47,7 @@ class Job:
 
     def command(self, node_rank, zoff):
         master = self.hosts.address(self.host_ids[0])
-        train = [zoff, "train", "--model", "gpt", "--preset", "tiny", "--no-eval",
+        train = [zoff, "train", "--model", self.model[0], "--preset", self.model[1], "--no-eval",
                  "--config", write_config(self.dir), "--steps", str(self.steps),
                  "--comm-timeout", str(COMM_TIMEOUT_S), "--heartbeat-timeout", str(HEARTBEAT_S),
                  "--log", self.log, *self.train_args]
