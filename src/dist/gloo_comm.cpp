@@ -166,10 +166,20 @@ torch::Tensor bytes_of(const torch::Tensor& flat) { return flat.view(torch::kByt
 
 struct GlooComm::Group {
   c10::intrusive_ptr<::c10d::TCPStore> store;
+  std::shared_ptr<::gloo::transport::Device> device;  // shared with subgroups
   c10::intrusive_ptr<::c10d::ProcessGroupGloo> pg;
+  std::string name = "gloo";  // in errors
 
   std::string context(const char* op) const {
-    return detail::concat(op, " (gloo, rank ", pg->getRank(), " of ", pg->getSize(), ")");
+    return detail::concat(op, " (", name, ", rank ", pg->getRank(), " of ", pg->getSize(), ")");
+  }
+
+  // The Gloo mesh of `size` ranks under the store's key prefix `prefix`.
+  void connect(const std::string& prefix, int rank, int size, std::chrono::milliseconds timeout) {
+    auto options = ::c10d::ProcessGroupGloo::Options::create(timeout);
+    options->devices.push_back(device);
+    auto prefixed = c10::make_intrusive<::c10d::PrefixStore>(prefix, store);
+    pg = c10::make_intrusive<::c10d::ProcessGroupGloo>(prefixed, rank, size, std::move(options));
   }
 
   // Issues a collective; errors raised while issuing (argument checks inside c10d) become
@@ -201,11 +211,8 @@ GlooComm::GlooComm(const WorldInfo& world, std::chrono::milliseconds timeout)
   group_->store = connect_store(world, timeout);
   wait_for_ranks(*group_->store, world, timeout, deadline);
   try {
-    auto options = ::c10d::ProcessGroupGloo::Options::create(timeout);
-    options->devices.push_back(make_device(world));
-    auto store = c10::make_intrusive<::c10d::PrefixStore>("zoff/gloo", group_->store);
-    group_->pg =
-        c10::make_intrusive<::c10d::ProcessGroupGloo>(store, rank_, size_, std::move(options));
+    group_->device = make_device(world);
+    group_->connect("zoff/gloo", rank_, size_, timeout);
   } catch (const std::exception& e) {
     throw Error(detail::concat("rendezvous at ", endpoint(world), " failed: rank ", rank_,
                                " could not connect the Gloo mesh within ", timeout.count(), " ms (",
@@ -213,7 +220,36 @@ GlooComm::GlooComm(const WorldInfo& world, std::chrono::milliseconds timeout)
   }
 }
 
+GlooComm::GlooComm(std::unique_ptr<Group> group, int rank, int size,
+                   std::chrono::milliseconds timeout)
+    : group_(std::move(group)), rank_(rank), size_(size), timeout_(timeout) {}
+
 GlooComm::~GlooComm() = default;
+
+std::shared_ptr<GlooComm> GlooComm::subgroup(const std::string& name,
+                                             const std::vector<int>& members) const {
+  const auto me = std::find(members.begin(), members.end(), rank_);
+  ZOFF_CHECK_ARG(me != members.end(), "GlooComm::subgroup ", name, ": rank ", rank_,
+                 " is not a member");
+  ZOFF_CHECK_ARG(std::is_sorted(members.begin(), members.end()) &&
+                     std::adjacent_find(members.begin(), members.end()) == members.end() &&
+                     members.front() >= 0 && members.back() < size_,
+                 "GlooComm::subgroup ", name, ": members must be distinct ascending ranks of ",
+                 size_);
+  auto group = std::make_unique<Group>();
+  group->store = group_->store;
+  group->device = group_->device;
+  group->name = name;
+  const int rank = static_cast<int>(me - members.begin());
+  const int size = static_cast<int>(members.size());
+  try {
+    group->connect("zoff/gloo/" + name, rank, size, timeout_);
+  } catch (const std::exception& e) {
+    throw Error(detail::concat(name, ": rank ", rank_, " could not connect its group of ", size,
+                               " within ", timeout_.count(), " ms (", first_line(e), ")"));
+  }
+  return std::shared_ptr<GlooComm>(new GlooComm(std::move(group), rank, size, timeout_));
+}
 
 WorkPtr GlooComm::all_reduce_sum(torch::Tensor tensor) {
   auto flat = flat_view(tensor, "all_reduce_sum", "tensor");

@@ -1,10 +1,13 @@
-// init_comm: joins the job, over shared memory when every rank is on this host, else over Gloo.
+// init_comm: joins the job, over shared memory when every rank is on this host, shared memory
+// and Gloo when each of several hosts has several ranks, else over Gloo.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "zoff/core/error.h"
 #include "zoff/dist/gloo_comm.h"
+#include "zoff/dist/hierarchical_comm.h"
 #include "zoff/dist/shm_comm.h"
 #include "zoff/dist/single_comm.h"
 #include "zoff/dist/world.h"
@@ -34,6 +37,42 @@ bool all_ranks_on_one_host(Comm& gloo, const WorldInfo& world, const CommOptions
   return votes.item<int>() == world.world_size;
 }
 
+// Several hosts with several ranks each, numbered host by host (rank = host * L + local
+// rank, L the same everywhere), every rank allowing shared memory: decided together.
+bool hosts_share_memory(Comm& gloo, const WorldInfo& world, const CommOptions& options) {
+  const int locals = world.local_world_size;
+  const bool mine = options.transport != Transport::kGloo && locals > 1 &&
+                    world.world_size % locals == 0 && world.rank % locals == world.local_rank;
+  auto votes = torch::tensor({mine ? 1 : 0, locals}, torch::kInt);
+  gloo.all_reduce_sum(votes)->wait();
+  return votes[0].item<int>() == world.world_size &&
+         votes[1].item<int>() == world.world_size * locals;
+}
+
+// Shared memory within each host and Gloo between them, or nullptr (with the reason) when
+// some host could not map its segment; every rank gets the same answer.
+CommPtr connect_hierarchical(const std::shared_ptr<GlooComm>& gloo, const WorldInfo& world,
+                             std::chrono::milliseconds timeout, const CommOptions& options,
+                             std::string* why_not) {
+  const int locals = world.local_world_size;
+  const int host = world.rank / locals;
+  std::vector<int> host_ranks, rail_ranks;
+  for (int l = 0; l < locals; ++l) host_ranks.push_back(host * locals + l);
+  for (int h = 0; h < world.world_size / locals; ++h) rail_ranks.push_back(h * locals + world.local_rank);
+  auto local_gloo = gloo->subgroup(detail::concat("gloo within host ", host), host_ranks);
+  std::shared_ptr<Comm> local = ShmComm::connect(local_gloo, timeout, options.shm_slot_bytes, why_not);
+  auto everywhere = torch::tensor({local ? 1 : 0}, torch::kInt);
+  gloo->all_reduce_sum(everywhere)->wait();
+  if (everywhere.item<int>() != world.world_size) {
+    if (local == nullptr) return nullptr;
+    *why_not = "another host could not map its shared segment";
+    return nullptr;
+  }
+  auto rail = gloo->subgroup(detail::concat("gloo between hosts, local rank ", world.local_rank),
+                             rail_ranks);
+  return std::make_shared<HierarchicalComm>(gloo, local, rail);
+}
+
 }  // namespace
 
 CommPtr init_comm(const WorldInfo& world, std::chrono::milliseconds timeout,
@@ -42,14 +81,25 @@ CommPtr init_comm(const WorldInfo& world, std::chrono::milliseconds timeout,
                  " ms");
   if (world.world_size == 1) return std::make_shared<SingleComm>();
   auto gloo = std::make_shared<GlooComm>(world, timeout);
+  std::string why_not;
   if (!all_ranks_on_one_host(*gloo, world, options)) {
-    ZOFF_CHECK_ARG(options.transport != Transport::kShm,
-                   "ZOFF_COMM_TRANSPORT=shm needs every rank on one host, but LOCAL_WORLD_SIZE=",
-                   world.local_world_size, " of WORLD_SIZE=", world.world_size,
-                   " (or another rank chose gloo)");
+    if (!hosts_share_memory(*gloo, world, options)) {
+      ZOFF_CHECK_ARG(options.transport != Transport::kShm,
+                     "ZOFF_COMM_TRANSPORT=shm needs ranks that share a host, numbered host by "
+                     "host, but LOCAL_WORLD_SIZE=",
+                     world.local_world_size, " of WORLD_SIZE=", world.world_size,
+                     " (or another rank chose gloo)");
+      return gloo;
+    }
+    auto hierarchical = connect_hierarchical(gloo, world, timeout, options, &why_not);
+    if (hierarchical) return hierarchical;
+    ZOFF_CHECK(options.transport != Transport::kShm, "ZOFF_COMM_TRANSPORT=shm: ", why_not);
+    if (world.rank == 0) {
+      std::fprintf(stderr, "zoff: shared memory within hosts unavailable (%s); using gloo\n",
+                   why_not.c_str());
+    }
     return gloo;
   }
-  std::string why_not;
   auto shm = ShmComm::connect(gloo, timeout, options.shm_slot_bytes, &why_not);
   if (shm) return shm;
   ZOFF_CHECK(options.transport != Transport::kShm, "ZOFF_COMM_TRANSPORT=shm: ", why_not);

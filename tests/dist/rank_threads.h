@@ -27,12 +27,13 @@ inline WorldInfo loopback_world(int rank, int world_size, int port) {
 
 // Calls fn(comm, rank) for every rank in `ranks` (default: all of 0..world_size-1), each on its
 // own thread with a communicator from init_comm(options) on a fresh loopback port (options
-// default to kAuto: shared memory, all ranks being threads of this process). Returns the
+// default to kAuto: shared memory, all ranks being threads of this process; `adjust` may change
+// each rank's WorldInfo, e.g. to say it is on one of several hosts). Returns the
 // exception each rank ended with (nullptr if none), indexed like `ranks`.
-inline std::vector<std::exception_ptr> run_ranks(int world_size, std::chrono::milliseconds timeout,
-                                                 const std::function<void(Comm&, int)>& fn,
-                                                 std::vector<int> ranks = {},
-                                                 CommOptions options = {}) {
+inline std::vector<std::exception_ptr> run_ranks(
+    int world_size, std::chrono::milliseconds timeout, const std::function<void(Comm&, int)>& fn,
+    std::vector<int> ranks = {}, CommOptions options = {},
+    const std::function<void(WorldInfo&)>& adjust = {}) {
   if (ranks.empty()) {
     for (int r = 0; r < world_size; ++r) ranks.push_back(r);
   }
@@ -42,7 +43,9 @@ inline std::vector<std::exception_ptr> run_ranks(int world_size, std::chrono::mi
   for (size_t i = 0; i < ranks.size(); ++i) {
     threads.emplace_back([&, i] {
       try {
-        auto comm = init_comm(loopback_world(ranks[i], world_size, port), timeout, options);
+        auto world = loopback_world(ranks[i], world_size, port);
+        if (adjust) adjust(world);
+        auto comm = init_comm(world, timeout, options);
         fn(*comm, ranks[i]);
       } catch (...) {
         errors[i] = std::current_exception();
@@ -55,8 +58,9 @@ inline std::vector<std::exception_ptr> run_ranks(int world_size, std::chrono::mi
 
 // run_ranks for code that must not throw: any rank's exception fails the test.
 inline void run_ranks_ok(int world_size, const std::function<void(Comm&, int)>& fn,
-                         CommOptions options = {}) {
-  auto errors = run_ranks(world_size, std::chrono::seconds(30), fn, {}, options);
+                         CommOptions options = {},
+                         const std::function<void(WorldInfo&)>& adjust = {}) {
+  auto errors = run_ranks(world_size, std::chrono::seconds(30), fn, {}, options, adjust);
   for (size_t r = 0; r < errors.size(); ++r) {
     if (!errors[r]) continue;
     try {

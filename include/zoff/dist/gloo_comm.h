@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "zoff/dist/comm.h"
 #include "zoff/dist/world.h"
@@ -40,8 +42,17 @@ class GlooComm final : public Comm {
   void barrier() override;
   std::string backend() const override { return "gloo"; }
 
+  // Collective over `members` only (ascending ranks of this communicator, this rank among
+  // them; every member calls it with the same name and list): a communicator of those ranks
+  // through the same store and network device, its ranks numbered in the order of `members`.
+  // `name` keeps its rendezvous keys apart from other groups' and labels its errors
+  // ("all_gather (gloo between hosts, rank 1 of 2)").
+  std::shared_ptr<GlooComm> subgroup(const std::string& name,
+                                     const std::vector<int>& members) const;
+
  private:
   struct Group;  // c10d objects; kept out of this header so users need no Gloo headers
+  GlooComm(std::unique_ptr<Group> group, int rank, int size, std::chrono::milliseconds timeout);
   std::unique_ptr<Group> group_;
   int rank_ = 0;
   int size_ = 1;
