@@ -62,6 +62,7 @@ std::string StepLog::to_json(const StepRecord& r) {
   if (r.skipped) j["skipped"] = true;
   if (r.peak_rss > 0) j["peak_rss"] = r.peak_rss;
   if (r.timed) j["times_ms"] = times_json(r);
+  if (!r.transport.empty()) j["comm"] = {{"transport", r.transport}, {"hosts", r.hosts}};
   j["mem"] = {{"params", r.mem.params()},
               {"grads", r.mem.grads()},
               {"optim", r.mem.optim()},

@@ -330,6 +330,18 @@ std::unique_ptr<Stepper> TrainRun::build_stepper() {
   return make_engine_stepper(task_->module(), cfg_, comm_, eo);
 }
 
+// "communication: 4 ranks on 2 hosts, shared memory within a host and gloo between hosts".
+std::string transport_line(const dist::Comm& comm, const dist::WorldInfo& world) {
+  const int hosts = world.world_size / world.local_world_size;
+  const std::string backend = comm.backend();
+  const std::string how = backend == "shm"        ? "shared memory"
+                          : backend == "shm+gloo" ? "shared memory within a host and gloo between hosts"
+                          : backend == "gloo" && hosts > 1 ? "gloo between hosts"
+                                                            : backend;
+  return zoff::detail::concat("communication: ", world.world_size, " ranks on ", hosts,
+                        hosts == 1 ? " host, " : " hosts, ", how);
+}
+
 void TrainRun::print_banner() const {
   if (!leader_) return;
   std::printf(
@@ -345,6 +357,7 @@ void TrainRun::print_banner() const {
                                                   ? "widened (fp32 GEMM, rounded once)"
                                                   : "native (LibTorch's bf16 GEMM)");
   }
+  if (world_.world_size > 1) std::printf("%s\n", transport_line(*comm_, world_).c_str());
   std::printf("%s", memory_table(stepper_->memory()).c_str());
   if (stepper_->engine() != nullptr) print_nvme_tier(*stepper_->engine());
   std::fflush(stdout);
@@ -373,6 +386,10 @@ StepRecord TrainRun::train_step(int64_t step) {
   StepRecord rec;
   rec.step = stats.step;
   rec.loss = mean.item<double>() / ranks_;
+  if (world_.world_size > 1) {
+    rec.transport = comm_->backend();
+    rec.hosts = world_.world_size / world_.local_world_size;
+  }
   rec.lr = stats.lr;
   rec.grad_norm = stats.grad_norm;
   rec.skipped = stats.skipped;

@@ -21,6 +21,10 @@ struct StepRecord {
   bool skipped = false;       // fp16 overflow: no update this step
   double loss_scale = 0.0;    // fp16 only
   engine::MemoryStats mem;
+  // Several ranks: the transport (Comm::backend(): "shm", "gloo", "shm+gloo") and how many
+  // hosts the ranks are on (written as "comm": {"transport": ..., "hosts": ...}).
+  std::string transport;
+  int hosts = 0;
   // This process's peak resident memory so far (VmHWM), bytes: everything, not only
   // model states (LibTorch, activations, I/O buffers). 0 = not known.
   int64_t peak_rss = 0;
