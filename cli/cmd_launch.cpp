@@ -16,8 +16,9 @@ void add_launch(CLI::App& root, int& exit_code) {
       ->capture_default_str();
   sub->add_option("--node-rank", options->node_rank, "this node's index in [0, nnodes)")
       ->capture_default_str();
-  sub->add_option("--master-addr", options->master_addr, "address of the node hosting rank 0")
-      ->capture_default_str();
+  sub->add_option("--master-addr", options->master_addr,
+                  "address of the node hosting rank 0 (default 127.0.0.1 on one node; required "
+                  "with --nnodes > 1)");
   sub->add_option("--master-port", options->master_port,
                   "rendezvous port; 0 picks a free one (single node only)")
       ->capture_default_str();

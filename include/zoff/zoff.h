@@ -35,6 +35,7 @@
 #include "zoff/dist/free_port.h"
 #include "zoff/dist/gloo_comm.h"
 #include "zoff/dist/heartbeat.h"
+#include "zoff/dist/hierarchical_comm.h"
 #include "zoff/dist/launcher.h"
 #include "zoff/dist/shm_comm.h"
 #include "zoff/dist/single_comm.h"

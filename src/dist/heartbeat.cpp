@@ -42,8 +42,8 @@ struct Heartbeat::State {
 
   std::mutex mutex;  // guards everything below
   std::condition_variable wake;
-  bool stop = false;              // the Heartbeat is being destroyed
-  bool store_gone = false;        // the store closed the connection (rank 0 has ended)
+  bool stop = false;        // the Heartbeat is being destroyed
+  bool store_gone = false;  // the store closed the connection (rank 0 has ended)
   Clock::time_point store_gone_at;
   bool beater_finished = false;   // beat_loop returned
   bool fired = false;             // a silence was reported (once)

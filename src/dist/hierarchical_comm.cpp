@@ -18,9 +18,9 @@ HierarchicalComm::HierarchicalComm(CommPtr world, CommPtr local, CommPtr rail)
       worker_(std::make_unique<SerialWorker>()) {
   ZOFF_CHECK_ARG(hosts_ * local_size_ == world_->size() &&
                      world_->rank() == rail_->rank() * local_size_ + local_->rank(),
-                 "HierarchicalComm: rank ", world_->rank(), " of ", world_->size(),
-                 " is not host ", rail_->rank(), " of ", hosts_, " x local rank ", local_->rank(),
-                 " of ", local_size_);
+                 "HierarchicalComm: rank ", world_->rank(), " of ", world_->size(), " is not host ",
+                 rail_->rank(), " of ", hosts_, " x local rank ", local_->rank(), " of ",
+                 local_size_);
 }
 
 HierarchicalComm::~HierarchicalComm() = default;
@@ -52,7 +52,8 @@ void HierarchicalComm::reduce_scatter_now(const torch::Tensor& input,
   local_->reduce_scatter_sum_v(regrouped, block_sizes, partial)->wait();
   // Step 2, Gloo across my rail: every host's partial of my piece, summed in host order.
   std::vector<int64_t> rail_sizes;
-  for (int h = 0; h < hosts; ++h) rail_sizes.push_back(split_sizes[static_cast<size_t>(h * locals + l)]);
+  for (int h = 0; h < hosts; ++h)
+    rail_sizes.push_back(split_sizes[static_cast<size_t>(h * locals + l)]);
   if (output.scalar_type() == partial.scalar_type()) {
     rail_->reduce_scatter_sum_v(partial, rail_sizes, output)->wait();
     return;
@@ -89,9 +90,8 @@ WorkPtr HierarchicalComm::reduce_scatter_sum_v(torch::Tensor input,
   auto in = flat_view(input, "reduce_scatter_sum_v", "input");
   auto out = flat_view(output, "reduce_scatter_sum_v", "output");
   check_reduce_scatter_v(in, split_sizes, out, size(), rank());
-  return worker_->submit([this, in, splits = std::move(split_sizes), out] {
-    reduce_scatter_now(in, splits, out);
-  });
+  return worker_->submit(
+      [this, in, splits = std::move(split_sizes), out] { reduce_scatter_now(in, splits, out); });
 }
 
 WorkPtr HierarchicalComm::all_gather(torch::Tensor input, torch::Tensor output) {

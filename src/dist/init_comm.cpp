@@ -58,9 +58,11 @@ CommPtr connect_hierarchical(const std::shared_ptr<GlooComm>& gloo, const WorldI
   const int host = world.rank / locals;
   std::vector<int> host_ranks, rail_ranks;
   for (int l = 0; l < locals; ++l) host_ranks.push_back(host * locals + l);
-  for (int h = 0; h < world.world_size / locals; ++h) rail_ranks.push_back(h * locals + world.local_rank);
+  for (int h = 0; h < world.world_size / locals; ++h)
+    rail_ranks.push_back(h * locals + world.local_rank);
   auto local_gloo = gloo->subgroup(detail::concat("gloo within host ", host), host_ranks);
-  std::shared_ptr<Comm> local = ShmComm::connect(local_gloo, timeout, options.shm_slot_bytes, why_not);
+  std::shared_ptr<Comm> local =
+      ShmComm::connect(local_gloo, timeout, options.shm_slot_bytes, why_not);
   auto everywhere = torch::tensor({local ? 1 : 0}, torch::kInt);
   gloo->all_reduce_sum(everywhere)->wait();
   if (everywhere.item<int>() != world.world_size) {

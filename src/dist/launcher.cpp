@@ -403,12 +403,13 @@ void LaunchOptions::validate() const {
   ZOFF_CHECK_ARG(nnodes >= 1, "launch: --nnodes ", nnodes, " must be at least 1");
   ZOFF_CHECK_ARG(node_rank >= 0 && node_rank < nnodes, "launch: --node-rank ", node_rank,
                  " must be in [0, --nnodes ", nnodes, ")");
-  ZOFF_CHECK_ARG(!master_addr.empty(), "launch: --master-addr is empty");
   ZOFF_CHECK_ARG(master_port >= 0 && master_port <= 65535, "launch: --master-port ", master_port,
                  " must be in [0, 65535]");
   ZOFF_CHECK_ARG(master_port != 0 || nnodes == 1, "launch: --master-port 0 (pick a free port) ",
                  "only works on one node; with --nnodes ", nnodes,
                  " every node needs the same explicit port");
+  ZOFF_CHECK_ARG(nnodes == 1 || !master_addr.empty(), "launch: --nnodes ", nnodes,
+                 " needs --master-addr: the address of node 0's host, as every node reaches it");
   ZOFF_CHECK_ARG(threads_per_rank >= 0 && threads_per_rank <= kMaxThreads,
                  "launch: --threads-per-rank ", threads_per_rank, " must be in [0, ", kMaxThreads,
                  "] (0: share the cores)");
@@ -428,7 +429,7 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
       {"LOCAL_RANK", std::to_string(local_rank)},
       {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
       {"GROUP_RANK", std::to_string(options.node_rank)},
-      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_ADDR", options.master_address()},
       {"MASTER_PORT", std::to_string(master_port)},
       {"OMP_NUM_THREADS", std::to_string(threads)},
       {"ZOFF_NUM_THREADS", std::to_string(threads)},
@@ -489,7 +490,7 @@ std::string resolve_command(const std::string& program) {
 
 int launch(const LaunchOptions& options) {
   options.validate();
-  check_resolvable("launch: --master-addr ", options.master_addr);
+  check_resolvable("launch: --master-addr ", options.master_address());
   const std::string path = resolve_command(options.command[0]);
   // Two ports: the Python module's rendezvous takes MASTER_PORT + 1, so that a process group
   // of the user's own can have MASTER_PORT (python/src/process_comm.cpp).

@@ -334,12 +334,13 @@ std::unique_ptr<Stepper> TrainRun::build_stepper() {
 std::string transport_line(const dist::Comm& comm, const dist::WorldInfo& world) {
   const int hosts = world.world_size / world.local_world_size;
   const std::string backend = comm.backend();
-  const std::string how = backend == "shm"        ? "shared memory"
-                          : backend == "shm+gloo" ? "shared memory within a host and gloo between hosts"
+  const std::string how = backend == "shm" ? "shared memory"
+                          : backend == "shm+gloo"
+                              ? "shared memory within a host and gloo between hosts"
                           : backend == "gloo" && hosts > 1 ? "gloo between hosts"
-                                                            : backend;
+                                                           : backend;
   return zoff::detail::concat("communication: ", world.world_size, " ranks on ", hosts,
-                        hosts == 1 ? " host, " : " hosts, ", how);
+                              hosts == 1 ? " host, " : " hosts, ", how);
 }
 
 void TrainRun::print_banner() const {

@@ -105,8 +105,8 @@ std::string run_with_stopped_rank(int stopped_rank, const std::string& expected)
 // Rank 0 watches every rank's heartbeat and names the silent one.
 TEST(Heartbeat, StoppedRankFailsTheRunWithinTheHeartbeatTimeoutNamingIt) {
   const std::string message = run_with_stopped_rank(
-      1, "rank 1 (on 127.0.0.1) sent no heartbeat for " +
-             std::to_string(kHeartbeatTimeoutSeconds) + " s (stopped, wedged or cut off?)");
+      1, "rank 1 (on 127.0.0.1) sent no heartbeat for " + std::to_string(kHeartbeatTimeoutSeconds) +
+             " s (stopped, wedged or cut off?)");
   EXPECT_EQ(message.rfind("[rank 0] zoff: error: ", 0), 0u) << message;
 }
 

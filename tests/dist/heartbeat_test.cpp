@@ -71,7 +71,8 @@ TEST(Heartbeat, RankZeroReportsARankThatNeverBeats) {
   reported = true;
   silent.join();
   ASSERT_EQ(reports.count(), 1u);
-  EXPECT_EQ(reports.messages[0], "rank 1 sent no heartbeat for 0.5 s (stopped, wedged or cut off?)");
+  EXPECT_EQ(reports.messages[0],
+            "rank 1 sent no heartbeat for 0.5 s (stopped, wedged or cut off?)");
 }
 
 // Ranks finish at their own pace: a finished rank (its Heartbeat gone) is not silent, and a

@@ -2,11 +2,12 @@
 // memory within a host and Gloo between hosts, against sums computed here in the documented
 // order (each host's ranks left to right, then the hosts left to right, in fp32).
 
+#include "zoff/dist/hierarchical_comm.h"
+
 #include <gtest/gtest.h>
 
 #include "rank_threads.h"
 #include "zoff/core/error.h"
-#include "zoff/dist/hierarchical_comm.h"
 
 namespace zoff::dist::hierarchical_comm_test {
 namespace {
@@ -64,13 +65,15 @@ torch::Tensor host_order_sum(const std::vector<torch::Tensor>& inputs, const Lay
 TEST(HierarchicalComm, SeveralRanksOnEachOfSeveralHostsTalkThroughShmAndGloo) {
   for (const Layout& layout : kLayouts) {
     std::vector<std::string> names(static_cast<size_t>(layout.world()));
-    run_ok(layout, [&](Comm& comm, int rank) { names[static_cast<size_t>(rank)] = comm.backend(); });
+    run_ok(layout,
+           [&](Comm& comm, int rank) { names[static_cast<size_t>(rank)] = comm.backend(); });
     for (const auto& name : names) EXPECT_EQ(name, "shm+gloo");
   }
   // One rank per host shares nothing; ZOFF_COMM_TRANSPORT=gloo keeps the flat mesh.
   std::vector<std::string> names(4);
-  testing::run_ranks_ok(4, [&](Comm& comm, int rank) { names[static_cast<size_t>(rank)] = comm.backend(); },
-                        {}, Layout{4, 1}.adjust());
+  testing::run_ranks_ok(
+      4, [&](Comm& comm, int rank) { names[static_cast<size_t>(rank)] = comm.backend(); }, {},
+      Layout{4, 1}.adjust());
   for (const auto& name : names) EXPECT_EQ(name, "gloo");
   run_ok({2, 2}, [&](Comm& comm, int rank) { names[static_cast<size_t>(rank)] = comm.backend(); },
          {Transport::kGloo, int64_t{2} << 20});
@@ -98,15 +101,15 @@ TEST(HierarchicalComm, UnevenReduceScatterIsTheHostOrderSumOfEachPiece) {
         int64_t offset = 0;
         for (int r = 0; r < world; ++r) {
           const int64_t n = splits[static_cast<size_t>(r)];
-          SCOPED_TRACE(::testing::Message() << layout.hosts << " hosts x " << layout.locals
-                                            << ", rank " << r << ", " << dtype << " -> "
-                                            << out_dtype << ", piece " << n);
+          SCOPED_TRACE(::testing::Message()
+                       << layout.hosts << " hosts x " << layout.locals << ", rank " << r << ", "
+                       << dtype << " -> " << out_dtype << ", piece " << n);
           auto exact = host_order_sum(inputs, layout, offset, n).to(out_dtype);
           EXPECT_TRUE(torch::equal(results[static_cast<size_t>(r)], exact));
           auto stacked = torch::stack(inputs).to(torch::kDouble).narrow(1, offset, n).sum(0);
           if (out_dtype == torch::kFloat) {
-            EXPECT_TRUE(torch::allclose(results[static_cast<size_t>(r)].to(torch::kDouble),
-                                        stacked, kSumRtol, kSumAtol));
+            EXPECT_TRUE(torch::allclose(results[static_cast<size_t>(r)].to(torch::kDouble), stacked,
+                                        kSumRtol, kSumAtol));
           }
           offset += n;
         }

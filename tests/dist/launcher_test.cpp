@@ -224,6 +224,8 @@ TEST(Launch, BadFlagsExitTwoWithOneLine) {
       {{"launch", "-n", "2"}, "no command"},
       {{"launch", "-n", "2", "--master-port", "70000", "--", "true"}, "70000"},
       {{"launch", "-n", "2", "--nnodes", "2", "--", "true"}, "--master-port 0"},
+      {{"launch", "-n", "1", "--nnodes", "2", "--master-port", "29512", "--", "true"},
+       "--nnodes 2 needs --master-addr"},
       {{"launch", "-n", "2", "--", "zoff-no-such-command"},
        "command not found: 'zoff-no-such-command'"},
       {{"launch", "-n", "abc", "--", "true"}, "abc"},

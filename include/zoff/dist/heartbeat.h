@@ -18,9 +18,9 @@ struct HeartbeatOptions {
   // give up after their own, longer timeout).
   std::chrono::milliseconds timeout{60000};
   // Called once, on a heartbeat thread, with a one-line message naming the silent rank, e.g.
-  // "rank 1 (on 10.0.0.2) sent no heartbeat for 30 s (stopped, wedged or cut off?)". Empty (the default): write
-  // "zoff: error: <message>" to stderr and end the process with exit code 1 at once. A
-  // collective blocked on a stopped peer cannot be cancelled in c10d's Gloo (its worker
+  // "rank 1 (on 10.0.0.2) sent no heartbeat for 30 s (stopped, wedged or cut off?)". Empty (the
+  // default): write "zoff: error: <message>" to stderr and end the process with exit code 1 at
+  // once. A collective blocked on a stopped peer cannot be cancelled in c10d's Gloo (its worker
   // threads sit in a socket read for the collective timeout), so a clean unwind would hang.
   std::function<void(const std::string&)> on_silence;
 };

@@ -10,19 +10,24 @@ namespace zoff::dist {
 // What `zoff launch -n N [--nnodes M --node-rank R --master-addr A --master-port P] -- CMD...`
 // asked for. One launcher runs per node; it starts nproc_per_node ranks of the job.
 struct LaunchOptions {
-  int nproc_per_node = 1;                 // -n: ranks started on this node
-  int nnodes = 1;                         // nodes in the job, one launcher each
-  int node_rank = 0;                      // this node, in [0, nnodes)
-  std::string master_addr = "127.0.0.1";  // host of rank 0 (and of the rendezvous store)
-  int master_port = 0;                    // 0: pick free ports P, P+1 (one node)
-  int threads_per_rank = 0;               // 0: max(1, available cores / nproc_per_node)
-  double timeout_seconds = 0;             // whole job; 0: no limit
-  double grace_seconds = 5;               // SIGTERM -> SIGKILL delay when stopping ranks
-  std::vector<std::string> command;       // program and its arguments, run for every rank
+  int nproc_per_node = 1;  // -n: ranks started on this node
+  int nnodes = 1;          // nodes in the job, one launcher each
+  int node_rank = 0;       // this node, in [0, nnodes)
+  // Host of rank 0 (and of the rendezvous store). Empty: not given, which means 127.0.0.1 on
+  // one node and is refused with several (no node may guess another's address).
+  std::string master_addr;
+  int master_port = 0;               // 0: pick free ports P, P+1 (one node)
+  int threads_per_rank = 0;          // 0: max(1, available cores / nproc_per_node)
+  double timeout_seconds = 0;        // whole job; 0: no limit
+  double grace_seconds = 5;          // SIGTERM -> SIGKILL delay when stopping ranks
+  std::vector<std::string> command;  // program and its arguments, run for every rank
 
   // Throws zoff::UsageError naming the first bad value (n < 1, node_rank >= nnodes, a port
-  // out of [0, 65535], port 0 with several nodes, an empty command, a negative time).
+  // out of [0, 65535], port 0 or no master address with several nodes, an empty command, a
+  // negative time).
   void validate() const;
+  // master_addr, or 127.0.0.1 when it was not given (one node).
+  std::string master_address() const { return master_addr.empty() ? "127.0.0.1" : master_addr; }
 };
 
 // The environment of one local rank: `base` (NAME=value entries) without any variable set
