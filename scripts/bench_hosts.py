@@ -19,12 +19,18 @@ from netns_hosts import Hosts, can_run  # noqa: E402
 
 PORT = 29400
 WARMUP_STEPS = 5  # not counted: first steps allocate and fault pages in
+GLOO = {"ZOFF_COMM_TRANSPORT": "gloo"}
 LAYOUTS = {
     "two hosts x 1 rank (gloo)": {"tag": "two_hosts", "hosts": [0, 1], "ranks": 1, "env": {}},
     "one host x 2 ranks (shm)": {"tag": "one_host_shm", "hosts": [0], "ranks": 2, "env": {}},
-    "one host x 2 ranks (gloo)": {"tag": "one_host_gloo", "hosts": [0], "ranks": 2,
-                                  "env": {"ZOFF_COMM_TRANSPORT": "gloo"}},
+    "one host x 2 ranks (gloo)": {"tag": "one_host_gloo", "hosts": [0], "ranks": 2, "env": GLOO},
+    # 4 ranks on 2 cores: for the bytes over the links, not for tokens/s.
+    "two hosts x 2 ranks (shm+gloo)": {"tag": "two_by_two", "hosts": [0, 1], "ranks": 2, "env": {}},
+    "two hosts x 2 ranks (gloo)": {"tag": "two_by_two_gloo", "hosts": [0, 1], "ranks": 2,
+                                   "env": GLOO},
 }
+# The global batch of the config at a micro-batch every layout divides (2 and 4 ranks).
+MICRO_BATCH = 4
 
 
 def parse_args():
@@ -47,8 +53,9 @@ def parse_args():
 def command(args, layout, node_rank, log):
     return [args.zoff, "launch", "-n", str(layout["ranks"]), "--nnodes", str(len(layout["hosts"])),
             "--node-rank", str(node_rank), "--master-addr", "10.77.0.2", "--master-port",
-            str(PORT), "--", args.zoff, "train", "--model", "gpt", "--preset", args.preset,
-            "--config", args.config, "--steps", str(args.steps), "--no-eval", "--log", log]
+            str(PORT), "--threads-per-rank", "1", "--", args.zoff, "train", "--model", "gpt",
+            "--preset", args.preset,
+            "--config", args.run_config, "--steps", str(args.steps), "--no-eval", "--log", log]
 
 
 def run(args, hosts, name, layout, tag):
@@ -78,6 +85,12 @@ def main():
     if why_not:
         sys.exit(f"bench_hosts: {why_not}")
     os.makedirs(args.out, exist_ok=True)
+    with open(args.config) as f:
+        config = json.load(f)
+    config["train_micro_batch_size_per_gpu"] = MICRO_BATCH
+    args.run_config = os.path.join(args.out, "config.json")
+    with open(args.run_config, "w") as f:
+        json.dump(config, f)
     results = {name: [] for name in LAYOUTS}
     with Hosts(2) as hosts:
         for r in range(args.rounds):
@@ -93,13 +106,14 @@ def main():
 
 def report(args, results):
     base = "one host x 2 ranks (shm)"
-    print(f"\ngpt {args.preset}, {os.path.basename(args.config)}, {args.steps} steps, tokens/s median "
-          f"of steps {WARMUP_STEPS + 1}-{args.steps}, {args.rounds} rounds alternating")
+    print(f"\ngpt {args.preset}, {os.path.basename(args.config)} at micro-batch {MICRO_BATCH}, "
+          f"{args.steps} steps, tokens/s median of steps {WARMUP_STEPS + 1}-{args.steps}, "
+          f"{args.rounds} rounds alternating, 1 thread per rank (4 ranks share the 2 cores)")
     for name, rounds in results.items():
         ratios = ", ".join(f"{x['tokens_per_s'] / y['tokens_per_s']:.2f}x"
                            for x, y in zip(rounds, results[base]))
         mib = statistics.median(x["link_bytes_per_step"] for x in rounds) / 2**20
-        print(f"  {name:28s} {statistics.median(x['tokens_per_s'] for x in rounds):8.0f} tokens/s"
+        print(f"  {name:31s} {statistics.median(x['tokens_per_s'] for x in rounds):8.0f} tokens/s"
               f"  ({ratios} of {base})  {mib:8.2f} MiB per step over the hosts' links")
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"args": vars(args), "results": results}, f, indent=1)
