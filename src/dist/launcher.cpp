@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
@@ -149,9 +150,13 @@ void close_fd(int& fd) {
 }
 
 // In the child: own process group, pipes as stdout/stderr, /dev/null as stdin, default
-// signal handling, then the program. Only async-signal-safe calls.
+// signal handling, killed when the launcher dies (a SIGKILLed launcher cannot stop its ranks,
+// and a rank left running on one host would hold the others in their collectives), then the
+// program. Only async-signal-safe calls.
 [[noreturn]] void exec_rank(const std::string& path, ExecArgs& argv, ExecArgs& envp, int out_fd,
-                            int err_fd, int null_fd) {
+                            int err_fd, int null_fd, pid_t launcher) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(127);  // the launcher died before prctl took effect
   setpgid(0, 0);
   dup2(null_fd, STDIN_FILENO);
   dup2(out_fd, STDOUT_FILENO);
@@ -202,8 +207,9 @@ std::vector<RankProcess> start_ranks(const LaunchOptions& options, const std::st
     ExecArgs envp(rank_environment(options, local, port, threads, base_env));
     int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
     const bool piped = pipe2(out_pipe, O_CLOEXEC) == 0 && pipe2(err_pipe, O_CLOEXEC) == 0;
+    const pid_t launcher = getpid();
     const pid_t pid = piped ? fork() : -1;
-    if (pid == 0) exec_rank(path, argv, envp, out_pipe[1], err_pipe[1], null_fd);
+    if (pid == 0) exec_rank(path, argv, envp, out_pipe[1], err_pipe[1], null_fd, launcher);
     const int saved_errno = errno;
     for (int* end : {&out_pipe[1], &err_pipe[1]}) close_fd(*end);  // the child's ends
     if (pid < 0) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "cli_test_support.h"
 #include "zoff/dist/free_port.h"
@@ -92,6 +93,37 @@ TEST(LaunchKill, KilledTrainingRankStopsTheJobAndIsNamed) {
 // No launcher to stop them: three `zoff train` ranks started by a shell, rank 1 SIGKILLed
 // mid-run. The two survivors, blocked in the step's collectives, must fail on their own
 // (exit 1, one "zoff: error:" line) instead of waiting forever.
+// Whether `pid` is gone (or a zombie nobody has reaped yet: it runs nothing).
+bool gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_text, name, state;
+  return !(stat >> pid_text >> name >> state) || state == "Z";
+}
+
+// A launcher that is SIGKILLed cannot stop its ranks: they die with it (PR_SET_PDEATHSIG), so
+// no rank is left running on a host whose launcher is gone.
+TEST(LaunchKill, AKilledLauncherTakesItsRanksWithIt) {
+  TempDir dir;
+  // Each rank records its pid; rank 1 kills the launcher ($PPID) a second later.
+  const std::string script =
+      "echo $$ > \"$DIR/pid.$RANK\"\n"
+      "if [ \"$RANK\" = 1 ]; then (sleep 1; kill -9 $PPID) & fi\n"
+      "exec sleep 120\n";
+  const ProcessResult r = run_zoff({"launch", "-n", "2", "--", "/bin/sh", "-c", script},
+                                   {"DIR=" + dir.path()}, kRunTimeoutSeconds);
+  ASSERT_FALSE(r.timed_out) << describe(r);
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream pid_file(dir.file("pid." + std::to_string(rank)));
+    pid_t pid = 0;
+    ASSERT_TRUE(pid_file >> pid) << "rank " << rank << " never started: " << describe(r);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!gone(pid) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(gone(pid)) << "rank " << rank << " (pid " << pid << ") outlived its launcher";
+  }
+}
+
 TEST(LaunchKill, SurvivingRanksFailOnTheirOwnWhenAPeerDies) {
   TempDir dir;
   nlohmann::json config = example_config("test_mlp_exact.json");

@@ -56,11 +56,20 @@ def kill_and_delete(name):
     ip("netns", "del", name, check=False)
 
 
+def alive(pid):
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def remove_stale():
-    """Deletes the namespaces of earlier runs whose owner process no longer exists."""
+    """Deletes the namespaces of earlier runs whose owner process no longer runs."""
     for line in ip("netns", "list").splitlines():
         m = re.match(rf"({PREFIX}(\d+)-\S+)", line)
-        if m and not os.path.exists(f"/proc/{m.group(2)}"):
+        if m and not alive(int(m.group(2))):
             kill_and_delete(m.group(1))
 
 
