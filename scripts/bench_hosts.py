@@ -1,7 +1,8 @@
-"""Throughput across two hosts against one: the same `zoff train` on 2 ranks, once as one rank
-on each of two hosts (network namespaces joined through a router, Gloo over TCP) and once as
-two ranks on one host (shared memory), rounds alternating in one run; with the bytes each step
-sends over the hosts' links (their veth counters). Root only. Run it alone on the machine:
+"""Throughput across two hosts against one: the same `zoff train` as one rank on each of two
+hosts (network namespaces joined through a router, Gloo over TCP), as two ranks on one host
+(shared memory, and Gloo over loopback), and as two ranks on each of two hosts (shared memory
+within, Gloo between; and the flat Gloo mesh), rounds alternating in one run; with the bytes
+each step sends over the hosts' links (their veth counters). Root only. Run it alone:
 
     bash scripts/bench_hosts.sh [--steps 20] [--rounds 2] [--preset small]
 """
@@ -18,7 +19,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "net"))
 from netns_hosts import Hosts, can_run  # noqa: E402
 
 PORT = 29400
-WARMUP_STEPS = 5  # not counted: first steps allocate and fault pages in
+WARMUP_STEPS = 5
+RUN_TIMEOUT_S = 3600  # one layout's run; a hung run fails the bench instead of blocking it  # not counted: first steps allocate and fault pages in
 GLOO = {"ZOFF_COMM_TRANSPORT": "gloo"}
 LAYOUTS = {
     "two hosts x 1 rank (gloo)": {"tag": "two_hosts", "hosts": [0, 1], "ranks": 1, "env": {}},
@@ -66,11 +68,11 @@ def run(args, hosts, name, layout, tag):
     env = dict(os.environ, **layout["env"])
     procs = []
     for node_rank, h in enumerate(layout["hosts"]):
-        out = open(os.path.join(args.out, f"{tag}.host{h}.out"), "w")
-        procs.append(hosts.popen(h, command(args, layout, node_rank, log), stdout=out,
-                                 stderr=out, env=env))
+        with open(os.path.join(args.out, f"{tag}.host{h}.out"), "w") as out:
+            procs.append(hosts.popen(h, command(args, layout, node_rank, log), stdout=out,
+                                     stderr=out, env=env))
     for p in procs:
-        if p.wait() != 0:
+        if p.wait(timeout=RUN_TIMEOUT_S) != 0:
             sys.exit(f"bench_hosts: {name} failed; see {args.out}/{tag}.host*.out")
     sent = sum(hosts.bytes_sent(h) for h in layout["hosts"]) - sum(sent_before)
     with open(log) as f:

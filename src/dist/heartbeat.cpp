@@ -124,7 +124,9 @@ struct Heartbeat::State {
       return world.rank == 0 ? silent_rank() : "";
     } catch (const std::exception&) {
       // A call that failed only after the timeout is a store that stopped answering; one that
-      // failed at once is a closed connection: rank 0 has ended (the launcher sees how).
+      // failed at once is a closed connection: rank 0 has ended (on one host the launcher
+      // sees how; on several, watch_store_loop ends this rank if it still runs later). c10d's
+      // client does not reconnect, so a reset connection is as final as a closed one.
       if (Clock::now() - started >= options.timeout) return store_silence();
       std::lock_guard<std::mutex> lock(mutex);
       store_gone = true;

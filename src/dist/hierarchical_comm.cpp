@@ -99,10 +99,9 @@ WorkPtr HierarchicalComm::all_gather(torch::Tensor input, torch::Tensor output) 
   auto out = flat_view(output, "all_gather", "output");
   check_all_gather(in, out, size());
   if (in.numel() == 0) return std::make_shared<CompletedWork>();
-  // The input may be this rank's own slot of the output: keep a copy (the rail step reads it
-  // after the shared-memory step of an earlier call may have written the output).
-  auto source = in.clone();
-  return worker_->submit([this, source, out] { all_gather_now(source, out); });
+  // The input may be this rank's own slot of the output: the rail step reads it before
+  // anything writes the output.
+  return worker_->submit([this, in, out] { all_gather_now(in, out); });
 }
 
 WorkPtr HierarchicalComm::all_reduce_sum(torch::Tensor tensor) {
@@ -121,11 +120,18 @@ WorkPtr HierarchicalComm::all_reduce_sum(torch::Tensor tensor) {
   });
 }
 
+// Through the worker too, so that they come after this rank's earlier collectives, as on the
+// other transports (a barrier means "my collectives so far are done").
 WorkPtr HierarchicalComm::broadcast(torch::Tensor tensor, int root) {
-  return world_->broadcast(std::move(tensor), root);
+  auto flat = flat_view(tensor, "broadcast", "tensor");
+  check_root(root, size(), "broadcast");
+  if (flat.numel() == 0) return std::make_shared<CompletedWork>();
+  return worker_->submit([this, flat, root] { world_->broadcast(flat, root)->wait(); });
 }
 
-void HierarchicalComm::barrier() { world_->barrier(); }
+void HierarchicalComm::barrier() {
+  worker_->submit([this] { world_->barrier(); })->wait();
+}
 
 torch::Tensor HierarchicalComm::shared_tensor(int64_t numel, torch::ScalarType dtype,
                                               std::string* why_not) {

@@ -40,13 +40,16 @@ bool all_ranks_on_one_host(Comm& gloo, const WorldInfo& world, const CommOptions
 // Several hosts with several ranks each, numbered host by host (rank = host * L + local
 // rank, L the same everywhere), every rank allowing shared memory: decided together.
 bool hosts_share_memory(Comm& gloo, const WorldInfo& world, const CommOptions& options) {
-  const int locals = world.local_world_size;
+  const int64_t locals = world.local_world_size;
   const bool mine = options.transport != Transport::kGloo && locals > 1 &&
                     world.world_size % locals == 0 && world.rank % locals == world.local_rank;
-  auto votes = torch::tensor({mine ? 1 : 0, locals}, torch::kInt);
+  // Sums of L and L^2 over the ranks: W * sum(L^2) == sum(L)^2 only when every L is the same,
+  // so every rank reaches the same answer.
+  auto votes = torch::tensor({int64_t{mine ? 1 : 0}, locals, locals * locals}, torch::kLong);
   gloo.all_reduce_sum(votes)->wait();
-  return votes[0].item<int>() == world.world_size &&
-         votes[1].item<int>() == world.world_size * locals;
+  const int64_t sum = votes[1].item<int64_t>();
+  return votes[0].item<int64_t>() == world.world_size &&
+         world.world_size * votes[2].item<int64_t>() == sum * sum;
 }
 
 // Shared memory within each host and Gloo between them, or nullptr (with the reason) when

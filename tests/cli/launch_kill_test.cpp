@@ -90,9 +90,6 @@ TEST(LaunchKill, KilledTrainingRankStopsTheJobAndIsNamed) {
   std::fflush(stdout);
 }
 
-// No launcher to stop them: three `zoff train` ranks started by a shell, rank 1 SIGKILLed
-// mid-run. The two survivors, blocked in the step's collectives, must fail on their own
-// (exit 1, one "zoff: error:" line) instead of waiting forever.
 // Whether `pid` is gone (or a zombie nobody has reaped yet: it runs nothing).
 bool gone(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -124,6 +121,9 @@ TEST(LaunchKill, AKilledLauncherTakesItsRanksWithIt) {
   }
 }
 
+// No launcher to stop them: three `zoff train` ranks started by a shell, rank 1 SIGKILLed
+// mid-run. The two survivors, blocked in the step's collectives, must fail on their own
+// (exit 1, one "zoff: error:" line) instead of waiting forever.
 TEST(LaunchKill, SurvivingRanksFailOnTheirOwnWhenAPeerDies) {
   TempDir dir;
   nlohmann::json config = example_config("test_mlp_exact.json");

@@ -112,6 +112,7 @@ TEST(Heartbeat, OnSeveralHostsARankOutlivingTheStoreReportsIt) {
       auto comm = init_comm(world, std::chrono::seconds(30));
       comm->barrier();
       Heartbeat heartbeat(world, {kTimeout, reports.callback()});
+      comm->barrier();  // both heartbeats reached the store before rank 0 closes it
       if (rank == 1) {
         const auto until = std::chrono::steady_clock::now() + kReportBound;
         while (reports.count() == 0 && std::chrono::steady_clock::now() < until) {

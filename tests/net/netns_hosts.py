@@ -81,8 +81,6 @@ def can_run():
         ip("netns", "list")
     except (OSError, RuntimeError) as e:
         return f"ip netns does not work here: {e}"
-    if not os.path.exists("/dev/net/tun"):
-        return "no /dev/net/tun (the degraded-link wire needs it)"
     return ""
 
 
@@ -136,9 +134,11 @@ class Hosts:
         subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", f"{key}={value}"], check=True)
 
     def close(self):
-        self.heal()
-        for name in [*self.names, self.router]:
-            kill_and_delete(name)
+        try:
+            self.heal()
+        finally:
+            for name in [*self.names, self.router]:
+                kill_and_delete(name)
 
     # Processes.
     def popen(self, i, argv, **kwargs):
@@ -166,7 +166,7 @@ class Hosts:
 
     def degrade(self, delay_ms, loss, seed=1):
         """Every packet the router forwards goes through the wire: delay_ms one way, a
-        fraction `loss` dropped."""
+        fraction `loss` dropped. Needs /dev/net/tun."""
         ready = tempfile.NamedTemporaryFile(prefix="zoffnet-wire-", delete=False).name
         os.unlink(ready)
         argv = ["ip", "netns", "exec", self.router, sys.executable, os.path.join(HERE, "wire.py"),
@@ -186,15 +186,21 @@ class Hosts:
             ip("-n", self.router, "rule", "add", "iif", f"h{i}", "lookup", WIRE_TABLE)
 
     def heal(self):
-        """Ends a degrade(); returns the wire's line (packets forwarded, dropped) or ''."""
+        """Ends a degrade(); returns the wire's counts {"forwarded": n, "dropped": m} (empty
+        without a wire)."""
         if self.wire is None:
-            return ""
+            return {}
+        wire, self.wire = self.wire, None
         for i in range(self.count):
             ip("-n", self.router, "rule", "del", "iif", f"h{i}", "lookup", WIRE_TABLE, check=False)
-        self.wire.terminate()
-        out, _ = self.wire.communicate(timeout=10)
-        self.wire = None
-        return out.strip()
+        wire.terminate()
+        try:
+            out, _ = wire.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            wire.kill()
+            out, _ = wire.communicate()
+        m = re.search(r"(\d+) packets forwarded, (\d+) dropped", out or "")
+        return {"forwarded": int(m[1]), "dropped": int(m[2])} if m else {}
 
     def bytes_sent(self, i):
         """Bytes host i has sent on its link so far (the veth's counter)."""

@@ -57,9 +57,9 @@ class Job:
 
     def start(self, zoff):
         for node_rank, host in enumerate(self.host_ids):
-            out = open(os.path.join(self.dir, f"host{host}.out"), "w")
-            p = self.hosts.popen(host, self.command(node_rank, zoff), stdout=out,
-                                 stderr=subprocess.STDOUT)
+            with open(os.path.join(self.dir, f"host{host}.out"), "w") as out:
+                p = self.hosts.popen(host, self.command(node_rank, zoff), stdout=out,
+                                     stderr=subprocess.STDOUT)
             self.procs[host] = p
             threading.Thread(target=self._watch, args=(host, p), daemon=True).start()
         return self

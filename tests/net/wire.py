@@ -73,8 +73,11 @@ class Line:
 
     def release(self, now):
         while self.queue and self.queue[0][0] <= now:
-            os.write(self.fd, self.queue.popleft()[1])
-            self.forwarded += 1
+            try:
+                os.write(self.fd, self.queue.popleft()[1])
+                self.forwarded += 1
+            except BlockingIOError:  # the device's queue is full: lost, as on a real link
+                self.dropped += 1
 
     def wait_s(self, now):
         return max(0.0, self.queue[0][0] - now) if self.queue else None

@@ -46,7 +46,7 @@ class GlooComm final : public Comm {
   // them; every member calls it with the same name and list): a communicator of those ranks
   // through the same store and network device, its ranks numbered in the order of `members`.
   // `name` keeps its rendezvous keys apart from other groups' and labels its errors
-  // ("all_gather (gloo between hosts, rank 1 of 2)").
+  // ("all_gather (gloo between hosts, local rank 0, rank 1 of 2)").
   std::shared_ptr<GlooComm> subgroup(const std::string& name,
                                      const std::vector<int>& members) const;
 

@@ -23,12 +23,12 @@ class SerialWorker;
 //   (0, l), (1, l), ...; then the ranks with local rank l (the "rail" of l, one per host)
 //   reduce-scatter those partials over Gloo, each receiving the sum of its piece in host
 //   order. The order is fixed: the host's ranks left to right, then the hosts left to right,
-//   accumulated in fp32 and rounded once to the output dtype. With one rank per host it is
-//   the flat rank order; with several it is not bit for bit the flat transports' order (a
-//   few ulps apart in fp32), but the same on every run.
+//   accumulated in fp32 and rounded once to the output dtype: not bit for bit the flat
+//   transports' rank order (a few ulps apart in fp32), but the same on every run.
 // - all_gather: over the rail (each rank gets its rail's inputs), then over shared memory.
 // - all_reduce_sum: a reduce-scatter of the padded tensor then an all-gather (the same sums).
-// - broadcast and barrier: the flat Gloo communicator of all ranks.
+// - broadcast and barrier: the flat Gloo communicator of all ranks, queued behind this
+//   rank's earlier collectives.
 //
 // Network bytes per host and reduce-scatter: (H - 1) / H of the input in fp32, against
 // L * (H - 1) / H of it in the input's dtype over a flat mesh. The host-shared parameter copy

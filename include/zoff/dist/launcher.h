@@ -66,7 +66,8 @@ std::string resolve_command(const std::string& program);
 //   128 + s  the launcher got signal s (SIGINT, SIGTERM), forwarded it to the ranks and
 //        stopped them.
 // Every rank runs in its own process group (so stopping it reaches its children), is killed
-// when the launcher dies (PR_SET_PDEATHSIG: a SIGKILLed launcher leaves no rank behind), with
+// when the launcher dies (PR_SET_PDEATHSIG: a SIGKILLed launcher leaves no rank behind; a
+// rank's own children are not covered, so a wrapper script should exec its program), with
 // stdin from /dev/null; each line of its stdout and stderr is copied to the launcher's stdout and
 // stderr prefixed "[rank R] " (a last line without '\n' is completed at exit).
 // Bad options or a command that cannot be found throw zoff::UsageError before anything runs.
