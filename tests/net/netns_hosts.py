@@ -8,10 +8,12 @@ their processes (stopped, killed). Needs root and iproute2.
         hosts.signal(1, signal.SIGSTOP)
 
 Host i is 10.77.i.2/24 behind the router's 10.77.i.1; only these addresses, inside these
-namespaces, are ever used. Everything is removed on exit, and a later Hosts() removes what a
-killed run left (namespaces whose owner process is gone). From a shell:
+namespaces, are ever used. Everything is removed on exit. If the test itself is killed, the
+processes it started die with it (PR_SET_PDEATHSIG) and the next Hosts() removes the
+namespaces left (those whose owner process is gone); from a shell:
 `python3 tests/net/netns_hosts.py clean`.
 """
+import ctypes
 import os
 import re
 import signal
@@ -32,6 +34,15 @@ def ip(*args, check=True):
     if check and p.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: {p.stderr.strip()}")
     return p.stdout
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent():
+    """In a child before exec: SIGKILL when the process that started it dies, so a killed
+    test leaves no launcher running (the launcher's ranks die with it in turn)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def namespace_pids(name):
@@ -143,9 +154,9 @@ class Hosts:
     # Processes.
     def popen(self, i, argv, **kwargs):
         """Starts argv in host i (its own session, so a signal to the test reaches it only
-        through us)."""
+        through us; killed if the test dies)."""
         return subprocess.Popen(["ip", "netns", "exec", self.names[i], *argv],
-                                start_new_session=True, **kwargs)
+                                start_new_session=True, preexec_fn=die_with_parent, **kwargs)
 
     def pids(self, i):
         return namespace_pids(self.names[i])
