@@ -61,8 +61,7 @@ CommPtr connect_hierarchical(const std::shared_ptr<GlooComm>& gloo, const WorldI
   const int host = world.rank / locals;
   std::vector<int> host_ranks, rail_ranks;
   for (int l = 0; l < locals; ++l) host_ranks.push_back(host * locals + l);
-  for (int h = 0; h < world.world_size / locals; ++h)
-    rail_ranks.push_back(h * locals + world.local_rank);
+  for (int h = 0; h < world.hosts(); ++h) rail_ranks.push_back(h * locals + world.local_rank);
   auto local_gloo = gloo->subgroup(detail::concat("gloo within host ", host), host_ranks);
   std::shared_ptr<Comm> local =
       ShmComm::connect(local_gloo, timeout, options.shm_slot_bytes, why_not);
@@ -76,6 +75,17 @@ CommPtr connect_hierarchical(const std::shared_ptr<GlooComm>& gloo, const WorldI
   auto rail = gloo->subgroup(detail::concat("gloo between hosts, local rank ", world.local_rank),
                              rail_ranks);
   return std::make_shared<HierarchicalComm>(gloo, local, rail);
+}
+
+// Keeps `gloo` when the shared-memory transport `what` could not be had: an error naming why
+// under ZOFF_COMM_TRANSPORT=shm, a note from rank 0 otherwise.
+CommPtr keep_gloo(CommPtr gloo, const WorldInfo& world, const CommOptions& options,
+                  const char* what, const std::string& why_not) {
+  ZOFF_CHECK(options.transport != Transport::kShm, "ZOFF_COMM_TRANSPORT=shm: ", why_not);
+  if (world.rank == 0) {
+    std::fprintf(stderr, "zoff: %s unavailable (%s); using gloo\n", what, why_not.c_str());
+  }
+  return gloo;
 }
 
 }  // namespace
@@ -98,21 +108,11 @@ CommPtr init_comm(const WorldInfo& world, std::chrono::milliseconds timeout,
     }
     auto hierarchical = connect_hierarchical(gloo, world, timeout, options, &why_not);
     if (hierarchical) return hierarchical;
-    ZOFF_CHECK(options.transport != Transport::kShm, "ZOFF_COMM_TRANSPORT=shm: ", why_not);
-    if (world.rank == 0) {
-      std::fprintf(stderr, "zoff: shared memory within hosts unavailable (%s); using gloo\n",
-                   why_not.c_str());
-    }
-    return gloo;
+    return keep_gloo(gloo, world, options, "shared memory within hosts", why_not);
   }
   auto shm = ShmComm::connect(gloo, timeout, options.shm_slot_bytes, &why_not);
   if (shm) return shm;
-  ZOFF_CHECK(options.transport != Transport::kShm, "ZOFF_COMM_TRANSPORT=shm: ", why_not);
-  if (world.rank == 0) {
-    std::fprintf(stderr, "zoff: shared-memory transport unavailable (%s); using gloo\n",
-                 why_not.c_str());
-  }
-  return gloo;
+  return keep_gloo(gloo, world, options, "shared-memory transport", why_not);
 }
 
 }  // namespace zoff::dist

@@ -332,7 +332,7 @@ std::unique_ptr<Stepper> TrainRun::build_stepper() {
 
 // "communication: 4 ranks on 2 hosts, shared memory within a host and gloo between hosts".
 std::string transport_line(const dist::Comm& comm, const dist::WorldInfo& world) {
-  const int hosts = world.world_size / world.local_world_size;
+  const int hosts = world.hosts();
   const std::string backend = comm.backend();
   const std::string how = backend == "shm" ? "shared memory"
                           : backend == "shm+gloo"
@@ -389,7 +389,7 @@ StepRecord TrainRun::train_step(int64_t step) {
   rec.loss = mean.item<double>() / ranks_;
   if (world_.world_size > 1) {
     rec.transport = comm_->backend();
-    rec.hosts = world_.world_size / world_.local_world_size;
+    rec.hosts = world_.hosts();
   }
   rec.lr = stats.lr;
   rec.grad_norm = stats.grad_norm;

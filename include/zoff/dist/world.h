@@ -16,6 +16,9 @@ struct WorldInfo {
   std::string master_addr = "127.0.0.1";  // MASTER_ADDR
   int master_port = 29500;                // MASTER_PORT
 
+  // Hosts the job spans: ranks are numbered host by host, LOCAL_WORLD_SIZE on each.
+  int hosts() const { return world_size / local_world_size; }
+
   // Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; a
   // process with none of them set is rank 0 of 1. Malformed or inconsistent values
   // (RANK >= WORLD_SIZE, a port out of range, ...) throw zoff::UsageError naming them.
