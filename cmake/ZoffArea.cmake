@@ -96,6 +96,9 @@ function(zoff_area_tests)
       # area's tests does not build the others.
       if(name STREQUAL "cli")
         set(test_deps ${ZOFF_ALL_AREAS})
+      elseif(name STREQUAL "estimate")
+        # The planner's and the estimator's bytes are checked against the engine's own.
+        set(test_deps zoff_estimate zoff_engine)
       else()
         set(test_deps zoff_${name})
       endif()

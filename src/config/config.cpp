@@ -88,6 +88,31 @@ class Section {
     return v->get<std::string>();
   }
 
+  // A directory or a list of them (one string, or a non-empty array of distinct non-empty
+  // strings): several directories stripe a tier across drives.
+  std::optional<std::vector<std::string>> paths(const std::string& key) {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (v->is_string()) {  // "" is no directory, as an absent key
+      const auto one = v->get<std::string>();
+      return one.empty() ? std::vector<std::string>{} : std::vector<std::string>{one};
+    }
+    if (!v->is_array() || v->empty()) {
+      fail(path_of(key), *v, "must be a directory or a non-empty list of directories");
+    }
+    std::vector<std::string> out;
+    for (const auto& e : *v) {
+      if (!e.is_string() || e.get<std::string>().empty()) {
+        fail(path_of(key), *v, "every entry must be a non-empty string (a directory)");
+      }
+      if (std::find(out.begin(), out.end(), e.get<std::string>()) != out.end()) {
+        fail(path_of(key), *v, "lists " + e.dump() + " twice (one stripe per directory)");
+      }
+      out.push_back(e.get<std::string>());
+    }
+    return out;
+  }
+
   std::optional<Section> section(const std::string& key) {
     const json* v = get(key);
     if (v == nullptr) return std::nullopt;
@@ -334,9 +359,7 @@ void parse_offload_optimizer(Section& z, ZeroConfig& zc, std::vector<std::string
       [](const std::string& d) { return d == "none" || d == "cpu" || d == "nvme"; },
       "must be \"none\", \"cpu\" or \"nvme\"");
   read_checked(off->boolean("pin_memory"), &oc.pin_memory, *off, "pin_memory", any, "");
-  read_checked(
-      off->string("nvme_path"), &oc.nvme_path, *off, "nvme_path",
-      [](const std::string&) { return true; }, "");
+  if (auto paths = off->paths("nvme_path")) oc.nvme_paths = *paths;
   if (std::optional<Section> dpu = off->section("delayed_param_update")) {
     read_checked(dpu->boolean("enabled"), &oc.delayed_param_update, *dpu, "enabled", any, "");
     read_checked(
@@ -364,7 +387,7 @@ void parse_offload_optimizer(Section& z, ZeroConfig& zc, std::vector<std::string
   read_checked(
       off->integer("stream_buffers"), &oc.stream_buffers, *off, "stream_buffers",
       [](int64_t v) { return v >= 0 && v <= 4096; }, "must be in [0, 4096] (0 = automatic)");
-  if (oc.device == "nvme" && oc.nvme_path.empty()) {
+  if (oc.device == "nvme" && oc.nvme_paths.empty()) {
     fail(off->path_of("device"), json(oc.device),
          "needs zero_optimization.offload_optimizer.nvme_path");
   }
@@ -388,10 +411,8 @@ void parse_offload_param(Section& z, ZeroConfig& zc, std::vector<std::string>& w
       [](const std::string& d) { return d == "none" || d == "cpu" || d == "nvme"; },
       "must be \"none\", \"cpu\" or \"nvme\"");
   read_checked(op->boolean("pin_memory"), &zc.offload_param.pin_memory, *op, "pin_memory", any, "");
-  read_checked(
-      op->string("nvme_path"), &zc.offload_param.nvme_path, *op, "nvme_path",
-      [](const std::string&) { return true; }, "");
-  if (zc.offload_param.device == "nvme" && zc.offload_param.nvme_path.empty()) {
+  if (auto paths = op->paths("nvme_path")) zc.offload_param.nvme_paths = *paths;
+  if (zc.offload_param.device == "nvme" && zc.offload_param.nvme_paths.empty()) {
     fail(op->path_of("device"), json("nvme"), "needs zero_optimization.offload_param.nvme_path");
   }
   read_checked(

@@ -41,6 +41,12 @@ ojson scheduler_json(const SchedulerConfig& s) {
   return {{"type", s.type}, {"params", params}};
 }
 
+// nvme_path as written: one directory as a string ("" for none), several as a list.
+ojson paths_json(const std::vector<std::string>& paths) {
+  if (paths.size() > 1) return paths;
+  return paths.empty() ? std::string() : paths.front();
+}
+
 ojson zero_json(const ZeroConfig& z) {
   const OffloadConfig& oo = z.offload_optimizer;
   const OffloadParamConfig& op = z.offload_param;
@@ -57,7 +63,7 @@ ojson zero_json(const ZeroConfig& z) {
           {"offload_optimizer",
            {{"device", oo.device},
             {"pin_memory", oo.pin_memory},
-            {"nvme_path", oo.nvme_path},
+            {"nvme_path", paths_json(oo.nvme_paths)},
             {"buffer_count", oo.buffer_count},
             {"overlap_step", oo.overlap_step},
             {"delayed_param_update",
@@ -65,7 +71,7 @@ ojson zero_json(const ZeroConfig& z) {
           {"offload_param",
            {{"device", op.device},
             {"pin_memory", op.pin_memory},
-            {"nvme_path", op.nvme_path},
+            {"nvme_path", paths_json(op.nvme_paths)},
             {"max_in_cpu", op.max_in_cpu}}}};
 }
 

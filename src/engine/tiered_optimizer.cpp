@@ -536,6 +536,12 @@ size_t TieredOptimizer::host_bytes() const {
   return bytes + grads_window_.capacity();
 }
 
+size_t TieredOptimizer::scale_bytes() const {
+  size_t bytes = 0;
+  for (const auto& s : scales_) bytes += s.size() * sizeof(float);
+  return bytes;
+}
+
 size_t TieredOptimizer::disk_bytes() const {
   size_t bytes = 0;
   for (const auto& r : regions_) bytes += r->bytes();

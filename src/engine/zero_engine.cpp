@@ -14,6 +14,7 @@
 #include "zoff/core/heap_policy.h"
 #include "zoff/core/process_memory.h"
 #include "zoff/optim/gradient_kernels.h"
+#include "zoff/placement/store_tier.h"
 
 namespace zoff::engine {
 namespace {
@@ -67,33 +68,28 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
   if (comm_->rank() == 0) {
     for (const auto& w : config_.warnings) std::fprintf(stderr, "zoff: warning: %s\n", w.c_str());
   }
-  check_config();
+  // The rules that need no module first: a bad config fails before the model is read.
+  placement::PlacementContext early;
+  early.world = comm_->size();
+  placement_ = placement::resolve(config_, early);
   plan_ = plan_units(*module_, options_.unit_modules);
   ZOFF_CHECK_ARG(!plan_.trainable.empty(), "the module has no trainable parameters");
   compute_device_ = module_device(plan_);
-  if (on_device()) check_device_config();
+  if (on_device()) check_device();
   transfer_ = make_device_transfer(compute_device_);
   check_deferred();
   deferred_ = std::any_of(plan_.trainable.begin(), plan_.trainable.end(),
                           [](const auto& item) { return unit::is_deferred(item.second); });
-  // With the parameters on disk peak RSS is what the run is about: units' buffers go back
-  // to the kernel when released. With every model state in memory the step's speed is:
-  // freed activations stay in the heap for the next step (heap_policy.h). A run with only
-  // the optimizer on disk keeps glibc's own policy.
-  if (config_.zero.offload_param.device == "nvme") {
-    return_large_frees_to_kernel();
-  } else if (config_.zero.offload_optimizer.device != "nvme") {
-    keep_freed_memory_for_reuse();
-  }
   for (auto& [name, t] : plan_.trainable) {
     ZOFF_CHECK_ARG(t.scalar_type() == torch::kFloat32, "parameter ", name, " is ", t.scalar_type(),
                    ": hand the engine an fp32 module (it makes the 16-bit copy itself)");
     trainable_.push_back(t);
   }
   layout_ = std::make_unique<partition::ModelLayout>(plan_.trainable, plan_.units, comm_->size(),
-                                                     stage_ >= 1);
+                                                     stage() >= 1);
   shard_ = {comm_->rank() * layout_->shard_size(), layout_->shard_size()};
-  offload_device_ = offload_ ? torch::Device(torch::kCPU) : compute_device_;
+  resolve_placement();
+  offload_device_ = placement_.offloaded() ? torch::Device(torch::kCPU) : compute_device_;
   setup_buffers();
   load_unit_values();
   replicated_ =
@@ -107,7 +103,9 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
         config_.optimizer, static_cast<size_t>(master_.numel()), options_.optimizer_backend,
         options_.optimizer_threads, static_cast<size_t>(shard_.size));
   }
-  if (config_.fp16.enabled) scaler_ = std::make_unique<LossScaler>(config_.fp16);
+  if (placement_.precision == placement::Precision::kFp16) {
+    scaler_ = std::make_unique<LossScaler>(config_.fp16);
+  }
   setup_delayed_update();
   if (gatherer_) unit::install_hooks(*module_, gatherer_.get());
 }
@@ -121,95 +119,75 @@ ZeroEngine::~ZeroEngine() {
   tiered_.reset();
 }
 
-void ZeroEngine::check_config() {
-  ZOFF_CHECK_ARG(config_.gradient_accumulation_steps >= 1,
-                 "gradient_accumulation_steps = ", config_.gradient_accumulation_steps,
-                 ": must be >= 1");
-  stage_ = config_.zero.stage;
-  ZOFF_CHECK_ARG(stage_ >= 0 && stage_ <= 3, "zero_optimization.stage = ", stage_,
-                 ": must be 0, 1, 2 or 3");
-  const auto& offload = config_.zero.offload_optimizer;
-  ZOFF_CHECK_ARG(offload.device == "none" || offload.device == "cpu" || offload.device == "nvme",
-                 "zero_optimization.offload_optimizer.device = ", offload.device,
-                 ": must be none, cpu or nvme");
-  ZOFF_CHECK_ARG(offload.device == "none" || stage_ >= 1,
-                 "zero_optimization.offload_optimizer.device = ", offload.device,
-                 ": needs zero_optimization.stage >= 1");
-  ZOFF_CHECK_ARG(
-      !(offload.device == "nvme" && options_.optimizer_backend == optim::OptimizerBackend::kTorch),
-      "--optimizer-backend torch cannot stream optimizer states from nvme (use fused)");
-  const std::string& param_device = config_.zero.offload_param.device;
-  ZOFF_CHECK_ARG(param_device == "none" || param_device == "cpu" || param_device == "nvme",
-                 "zero_optimization.offload_param.device = ", param_device,
-                 ": must be none, cpu or nvme");
-  ZOFF_CHECK_ARG(param_device != "nvme" || (stage_ == 3 && offload.device == "nvme"),
-                 "zero_optimization.offload_param.device = nvme needs stage 3 and "
-                 "offload_optimizer.device = nvme (the step writes the new parameter pieces "
-                 "straight to disk)");
-  ZOFF_CHECK_ARG(!(stage_ == 3 && offload.delayed_param_update),
-                 "zero_optimization.offload_optimizer.delayed_param_update with stage 3 is not "
-                 "supported yet (use stage 1 or 2)");
-  offload_ = offload.device != "none";
-  ZOFF_CHECK_ARG(!(config_.bf16 && config_.fp16.enabled), "bf16 and fp16 are both enabled");
-  compute_dtype_ = config_.bf16           ? torch::kBFloat16
-                   : config_.fp16.enabled ? torch::kHalf
-                                          : torch::kFloat32;
+// The placement with what only the module tells: the compute device, this rank's shard (for
+// offload_optimizer.gradients = auto) and the memory available now.
+void ZeroEngine::resolve_placement() {
+  placement::PlacementContext ctx;
+  ctx.world = comm_->size();
+  ctx.shard_elems = layout_->shard_size();
+  ctx.available_bytes = available_memory_bytes();
+  ctx.compute_on_device = on_device();
+  ctx.torch_optimizer = options_.optimizer_backend == optim::OptimizerBackend::kTorch;
+  placement_ = placement::resolve(config_, ctx, /*announce=*/true);
+  compute_dtype_ = placement_.precision == placement::Precision::kBf16   ? torch::kBFloat16
+                   : placement_.precision == placement::Precision::kFp16 ? torch::kHalf
+                                                                         : torch::kFloat32;
+  // With the parameters on disk peak RSS is what the run is about: units' buffers go back
+  // to the kernel when released. With every model state in memory the step's speed is:
+  // freed activations stay in the heap for the next step (heap_policy.h). A run with only
+  // the optimizer on disk keeps glibc's own policy.
+  if (placement_.params_on_disk()) {
+    return_large_frees_to_kernel();
+  } else if (!placement_.optimizer_on_disk()) {
+    keep_freed_memory_for_reuse();
+  }
 }
 
 // A module on an accelerator: ZeRO-Offload's GPU path, stages 1 and 2 with the optimizer
-// offloaded. The master, the optimizer states and the gradient shard live in host memory or
-// on NVMe and the CPU optimizer updates them; the device holds the 16-bit parameters, the
-// activations and each gradient until it is copied out. The collectives run over the host
-// transports (Gloo, shared memory) on host buffers.
-void ZeroEngine::check_device_config() const {
-  const std::string where = compute_device_.str();
+// offloaded (placement::resolve checks those). The master, the optimizer states and the
+// gradient shard live in host memory or on NVMe and the CPU optimizer updates them; the
+// device holds the 16-bit parameters, the activations and each gradient until it is copied
+// out. The collectives run over the host transports (Gloo, shared memory) on host buffers.
+void ZeroEngine::check_device() const {
   ZOFF_CHECK_ARG(compute_device_.is_cuda() || compute_device_.is_cpu(), "engine: the module is on ",
-                 where, ": zoff computes on the CPU or a CUDA GPU; move the module there");
-  ZOFF_CHECK_ARG(stage_ == 1 || stage_ == 2, "engine: the module is on ", where,
-                 ": zero_optimization.stage = ", stage_,
-                 " on a GPU is not supported yet (use stage 1 or 2 with offload_optimizer)");
-  const std::string& offload = config_.zero.offload_optimizer.device;
-  ZOFF_CHECK_ARG(offload == "cpu" || offload == "nvme", "engine: the module is on ", where,
-                 ": zero_optimization.offload_optimizer.device = ", offload,
-                 ": a GPU module needs cpu or nvme (zoff's optimizer runs on the CPU)");
+                 compute_device_.str(),
+                 ": zoff computes on the CPU or a CUDA GPU; move the module there");
 }
 
 // Allocates the compute parameters and the fp32 master in their tiers (values come next).
 void ZeroEngine::setup_buffers() {
-  const auto& offload = config_.zero.offload_optimizer;
   const bool fp32 = compute_dtype_ == torch::kFloat32;
-  if (stage_ <= 2) setup_params();
+  if (stage() <= 2) setup_params();
   // One copy per host in 16 bits, the optimizer's master in memory, no delayed update: the
   // fused pass writes this rank's pieces of the copy itself, and no 16-bit shard is kept.
-  params_in_step_ = shared_params_ && !fp32 && offload.device != "nvme" &&
-                    !(offload_ && offload.delayed_param_update);
+  params_in_step_ =
+      shared_params_ && !fp32 && !placement_.optimizer_on_disk() && !placement_.delayed_update;
   if (params_in_step_) own_pieces_ = shared_param_pieces();
-  if (stage_ == 0) {
-    master_is_params_ = fp32 && !offload_;
-    master_ = master_is_params_
+  if (stage() == 0) {
+    master_ = placement_.master_is_params
                   ? params_->flat()
-                  : fp32_buffer(layout_->padded_numel(), offload_device_, offload.pin_memory);
+                  : fp32_buffer(layout_->padded_numel(), offload_device_, placement_.pin_memory);
     return;
   }
-  if (offload.device == "nvme") {
-    setup_nvme();  // the master lives in the tier; the compute shard is its own buffer
+  if (placement_.optimizer_on_disk()) {
+    setup_tiered();  // the master lives in the tier; the compute shard is its own buffer
   } else {
-    master_ = fp32_buffer(layout_->shard_size(), offload_device_, offload.pin_memory);
+    master_ = fp32_buffer(layout_->shard_size(), offload_device_, placement_.pin_memory);
   }
-  const bool param_nvme = config_.zero.offload_param.device == "nvme";
   // On an accelerator the shard the optimizer writes stays in host memory: the publish
   // gathers it there and copies the whole parameters to the device once.
   const torch::Device shard_home = on_device() ? torch::Device(torch::kCPU) : compute_device_;
   if (master_.defined() && fp32 && offload_device_ == shard_home) {
-    shard_space_ = master_;  // the optimizer updates the shard the model's copy comes from
-    master_is_params_ = stage_ == 3;
-  } else if (!param_nvme && !params_in_step_) {
+    // The optimizer updates the shard the model's copy comes from (at stage 3 the pieces
+    // the model gathers: placement_.master_is_params).
+    shard_space_ = master_;
+  } else if (!placement_.params_on_disk() && !params_in_step_) {
     shard_space_ = torch::zeros(
         {layout_->shard_size()},
         on_device() ? host_buffer_options(compute_dtype_)
                     : torch::TensorOptions().dtype(compute_dtype_).device(compute_device_));
   }
-  if (stage_ == 3) {
+  if (stage() == 3) {
     UnitGathererOptions go;
     go.prefetch_elems = config_.zero.stage3_prefetch_bucket_size;
     go.max_live_elems = config_.zero.stage3_max_live_parameters;
@@ -225,7 +203,7 @@ void ZeroEngine::setup_buffers() {
 // own pieces and reads the others' in place (no all-gather), and the host holds the
 // parameters once. Stage 0 keeps a copy per rank (each rank updates all of it).
 void ZeroEngine::setup_params() {
-  if (stage_ >= 1 && comm_->size() > 1 && config_.zero.host_shared_params && !on_device()) {
+  if (placement_.params_per_host) {
     std::string why_not;
     auto shared = comm_->shared_tensor(layout_->padded_numel(), compute_dtype_, &why_not);
     if (shared.defined()) {
@@ -252,77 +230,25 @@ void ZeroEngine::setup_params() {
 // (asynchronous copies). LibTorch's pinned allocator rounds every block up to a power of
 // two, so for the largest models pinning can cost up to twice the bytes: the key decides.
 torch::TensorOptions ZeroEngine::host_buffer_options(torch::ScalarType dtype) const {
-  if (config_.zero.offload_optimizer.pin_memory) return transfer_->host_options(dtype);
+  if (placement_.pin_memory) return transfer_->host_options(dtype);
   return torch::TensorOptions().dtype(dtype);
 }
 
-// The NVMe tier under offload_optimizer.nvme_path and the streamed optimizer over it: the
-// fp32 master and optimizer states of this rank's shard space live in its files.
-void ZeroEngine::setup_nvme() {
+// The optimizer's disk store and the streamed optimizer over it: the fp32 master and
+// optimizer states of this rank's shard space live in its files.
+void ZeroEngine::setup_tiered() {
   const auto& offload = config_.zero.offload_optimizer;
-  nvme_ = offload::make_nvme_tier(offload.nvme_path, "zoff_rank" + std::to_string(comm_->rank()),
-                                  aio_options());
+  tier_ = placement::make_tier(placement_.optimizer, "zoff_rank" + std::to_string(comm_->rank()),
+                               placement::aio_options(config_.aio));
   SubGroupOptions sub_groups;
   sub_groups.sub_group_elems = config_.zero.sub_group_size;
   sub_groups.buffer_count = offload.buffer_count;
-  const std::string grads = choose_grads_place();
-  grads_in_tier_ = grads != "cpu";  // not in memory: the squares are summed as they come
-  grads_streamed_ = grads == "stream";
-  sub_groups.grads_in_tier = grads == "nvme";
-  sub_groups.grads_streamed = grads_streamed_;
+  sub_groups.grads_in_tier = placement_.grads == placement::GradStore::kDisk;
+  sub_groups.grads_streamed = placement_.grads == placement::GradStore::kStreamed;
   sub_groups.stream_buffers = offload.stream_buffers;
   tiered_ =
-      std::make_unique<TieredOptimizer>(*nvme_, config_.optimizer, options_.optimizer_threads,
+      std::make_unique<TieredOptimizer>(*tier_, config_.optimizer, options_.optimizer_threads,
                                         static_cast<size_t>(layout_->shard_size()), sub_groups);
-}
-
-// offload_optimizer.gradients = "stream": what the streamed step needs, or why not ("").
-std::string ZeroEngine::why_not_streamed() const {
-  if (!config_.zero.offload_optimizer.overlap_step) return "offload_optimizer.overlap_step = false";
-  if (config_.gradient_clipping != 0.0)
-    return "gradient_clipping > 0 (the norm needs every gradient first)";
-  if (config_.fp16.enabled) return "fp16 (its overflow check reads every gradient first)";
-  if (config_.gradient_accumulation_steps != 1) {
-    return "gradient_accumulation_steps = " + std::to_string(config_.gradient_accumulation_steps) +
-           " (micro-batches would need a place to add up)";
-  }
-  return "";
-}
-
-// offload_optimizer.gradients: "nvme" and "stream" are checked; "auto" picks one of them
-// when this rank's fp32 gradient shard would take more than half of the memory available
-// now (the rest is for the parameters, activations and the step's buffers): "stream"
-// where it can work (nothing written to disk), else "nvme". Returns cpu, nvme or stream.
-std::string ZeroEngine::choose_grads_place() const {
-  const std::string& where = config_.zero.offload_optimizer.gradients;
-  if (where == "cpu") return where;
-  if (where == "nvme" || where == "stream") {
-    ZOFF_CHECK_ARG(stage_ >= 2, "zero_optimization.offload_optimizer.gradients = ", where,
-                   " needs stage 2 or 3 (stage 1 keeps the whole fp32 gradient in memory)");
-    ZOFF_CHECK_ARG(!config_.fp16.enabled, "zero_optimization.offload_optimizer.gradients = ", where,
-                   " does not work with fp16 (its overflow check reads every gradient before "
-                   "the step): use bf16");
-  }
-  if (where == "stream") {
-    const std::string why = why_not_streamed();
-    ZOFF_CHECK_ARG(why.empty(),
-                   "zero_optimization.offload_optimizer.gradients = stream needs the "
-                   "step overlapped with a single backward; not with ",
-                   why);
-    return where;
-  }
-  if (where == "nvme") return where;
-  ZOFF_CHECK_ARG(where == "auto", "zero_optimization.offload_optimizer.gradients = ", where,
-                 ": must be auto, cpu, nvme or stream");
-  if (stage_ < 2 || config_.fp16.enabled) return "cpu";
-  const size_t shard_bytes = static_cast<size_t>(layout_->shard_size()) * sizeof(float);
-  const auto available = static_cast<size_t>(std::max<int64_t>(0, available_memory_bytes()));
-  if (available == 0 || shard_bytes <= available / 2) return "cpu";
-  const std::string place = why_not_streamed().empty() ? "stream" : "nvme";
-  std::cerr << "zoff: rank " << comm_->rank() << ": the fp32 gradient shard (" << shard_bytes
-            << " bytes) exceeds half of the available memory (" << available
-            << " bytes): offload_optimizer.gradients = auto chose " << place << "\n";
-  return place;
 }
 
 // A reduced bucket's shard range, into the gradient region: the last micro-batch also
@@ -340,31 +266,16 @@ void ZeroEngine::on_grad_piece(int64_t offset, const torch::Tensor& piece, bool 
 // nvme, in a region of a second tier under offload_param.nvme_path, which the optimizer
 // writes each step's new pieces into.
 std::unique_ptr<UnitPieces> ZeroEngine::make_unit_pieces() {
-  if (config_.zero.offload_param.device != "nvme") {
-    return make_host_unit_pieces(*layout_, shard_space_);
-  }
-  const auto& op = config_.zero.offload_param;
-  nvme_params_ = offload::make_nvme_tier(
-      op.nvme_path, "zoff_params_rank" + std::to_string(comm_->rank()), aio_options());
+  if (!placement_.params_on_disk()) return make_host_unit_pieces(*layout_, shard_space_);
+  param_tier_ =
+      placement::make_tier(placement_.params, "zoff_params_rank" + std::to_string(comm_->rank()),
+                           placement::aio_options(config_.aio));
   const size_t element_bytes = c10::elementSize(compute_dtype_);
   param_region_ =
-      nvme_params_->allocate("params", static_cast<size_t>(layout_->shard_size()) * element_bytes);
+      param_tier_->allocate("params", static_cast<size_t>(layout_->shard_size()) * element_bytes);
   tiered_->set_output_region(param_region_.get(), element_bytes);
-  return make_tier_unit_pieces(*layout_, *param_region_, nvme_params_->alignment(), compute_dtype_,
-                               op.max_in_cpu);
-}
-
-offload::AioOptions ZeroEngine::aio_options() const {
-  offload::AioOptions aio;
-  aio.block_size = static_cast<size_t>(config_.aio.block_size);
-  aio.queue_depth = static_cast<int>(config_.aio.queue_depth);
-  aio.thread_count = static_cast<int>(config_.aio.thread_count);
-  aio.single_submit = config_.aio.single_submit;
-  aio.overlap_events = config_.aio.overlap_events;
-  aio.backend = config_.aio.backend == "io_uring"  ? offload::IoBackend::kUring
-                : config_.aio.backend == "threads" ? offload::IoBackend::kThreads
-                                                   : offload::IoBackend::kAuto;
-  return aio;
+  return make_tier_unit_pieces(*layout_, *param_region_, param_tier_->alignment(), compute_dtype_,
+                               config_.zero.offload_param.max_in_cpu);
 }
 
 // One unit's values from the module's parameters, fp32, padded, in the unit's layout.
@@ -416,8 +327,9 @@ void ZeroEngine::load_unit_values() {
     comm_->broadcast(values, 0)->wait();
     // This rank's piece of the unit (stages 1-3; empty at stage 0, which is not sharded).
     const auto mine = values.narrow(0, rank * unit.shard_size, unit.shard_size);
-    if (stage_ == 0) {
-      if (!master_is_params_) master_.narrow(0, unit.offset, unit.padded_numel).copy_(values);
+    if (stage() == 0) {
+      if (!placement_.master_is_params)
+        master_.narrow(0, unit.offset, unit.padded_numel).copy_(values);
     } else {
       if (tiered_) {
         tiered_->append_master(static_cast<size_t>(unit.shard_offset),
@@ -435,7 +347,7 @@ void ZeroEngine::load_unit_values() {
       } else {
         params_->range(unit.offset, unit.padded_numel).copy_(values);
       }
-      if (stage_ >= 1 && shard_space_.defined() && !shard_space_.is_same(master_)) {
+      if (stage() >= 1 && shard_space_.defined() && !shard_space_.is_same(master_)) {
         shard_space_.narrow(0, unit.shard_offset, unit.shard_size).copy_(mine);
       }
     }
@@ -449,12 +361,12 @@ void ZeroEngine::load_unit_values() {
 
 void ZeroEngine::setup_reducer() {
   GradReducerOptions ro;
-  ro.mode = grad_mode_for_stage(stage_);
+  ro.mode = grad_mode_for_stage(stage());
   ro.bucket_elems = config_.zero.reduce_bucket_size;
-  ro.unit_buckets = stage_ == 3;
+  ro.unit_buckets = stage() == 3;
   ro.overlap = config_.zero.overlap_comm;
   ro.shard_device = offload_device_;
-  ro.pin_memory = config_.zero.offload_optimizer.pin_memory;
+  ro.pin_memory = placement_.pin_memory;
   ro.stage_on_host = on_device();
   ro.transfer = transfer_.get();
   ro.staging_dtype = compute_dtype_;
@@ -462,21 +374,20 @@ void ZeroEngine::setup_reducer() {
     UnitGatherer* g = gatherer_.get();
     ro.on_unit_done = [g](size_t u) { g->unit_backward_done(u); };
   }
-  if (grads_in_tier_) {
+  if (!placement_.grads_in_memory()) {
     ro.shard_sink = [this](int64_t offset, const torch::Tensor& piece, bool first) {
       on_grad_piece(offset, piece, first);
     };
   }
-  if (can_overlap_step()) {
+  if (placement_.overlap_step) {
     ro.on_shard_final = [this](int64_t offset, int64_t size) { on_shard_final(offset, size); };
   }
   reducer_ = std::make_unique<GradReducer>(*layout_, trainable_, comm_, ro);
 }
 
 void ZeroEngine::setup_delayed_update() {
-  dpu_ = offload_ && !tiered_ && config_.zero.offload_optimizer.delayed_param_update;
-  if (!dpu_) return;
-  ZOFF_CHECK(!master_is_params_, "delayed parameter update needs an owned master copy");
+  if (!placement_.delayed_update) return;
+  ZOFF_CHECK(!placement_.master_is_params, "delayed parameter update needs an owned master copy");
   dpu_grads_ = torch::empty({master_.numel()}, master_.options());
   dpu_out_ = torch::empty({master_.numel()}, torch::TensorOptions().dtype(compute_dtype_));
 }
@@ -493,7 +404,7 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
   const auto start = Clock::now();
   const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
   if (micro_ == 0) meter_.reset();
-  if (boundary && can_overlap_step()) begin_overlapped_step();
+  if (boundary && placement_.overlap_step) begin_overlapped_step();
   meter_.sample_before_backward();
   reducer_->begin_backward(boundary);
   if (gatherer_) gatherer_->begin_backward();
@@ -579,16 +490,16 @@ void ZeroEngine::clip_and_measure(const torch::Tensor& grads, std::optional<doub
   // in the tier were summed bucket by bucket as they were written (the same value up to
   // the rounding of the sum's order).
   if (!squares) {
-    squares = grads_in_tier_
+    squares = !placement_.grads_in_memory()
                   ? grad_squares_
                   : optim::sum_squares(gradient_span(grads), static_cast<size_t>(grads.numel()));
   }
-  stats->grad_norm = std::sqrt(stage_ > 0 ? global_squares(*squares) : *squares);
+  stats->grad_norm = std::sqrt(stage() > 0 ? global_squares(*squares) : *squares);
   if (config_.gradient_clipping > 0.0) {
     // Same rule as torch::nn::utils::clip_grad_norm_.
     const double coef = config_.gradient_clipping / (stats->grad_norm + 1e-6);
     if (coef < 1.0) {
-      if (grads_in_tier_) {
+      if (!placement_.grads_in_memory()) {
         tiered_->set_grad_scale(coef);  // applied as each sub-group's gradients are read
       } else {
         grads.mul_(coef);
@@ -630,7 +541,7 @@ StepStats ZeroEngine::apply_step() {
     RECORD_USER_SCOPE("zoff::grad_norm_and_clip");
     const auto norm_start = Clock::now();
     std::optional<double> squares;
-    if (!scaler_ && comm_->size() > 1 && !overlapping_ && !grads_in_tier_) {
+    if (!scaler_ && comm_->size() > 1 && !overlapping_ && !!placement_.grads_in_memory()) {
       // The average over ranks and the norm's squares in one pass. Overlapped: averaged
       // range by range; gradients in the tier: as they were written; fp16: by the unscale.
       squares =
@@ -642,7 +553,7 @@ StepStats ZeroEngine::apply_step() {
   }
   stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
   const auto update_start = Clock::now();
-  if (dpu_ && step_ >= config_.zero.offload_optimizer.dpu_warmup_steps) {
+  if (placement_.delayed_update && step_ >= config_.zero.offload_optimizer.dpu_warmup_steps) {
     launch_delayed_update(grads, stats.lr);
     times_.optimizer_ms += ms_since(update_start);
   } else if (params_in_step_) {
@@ -674,7 +585,7 @@ void ZeroEngine::finish_step() {
 // The compute-dtype tensor over the optimizer's elements: the whole flat parameters at
 // stage 0, this rank's shard space at stages 1-3.
 torch::Tensor ZeroEngine::optimizer_output() const {
-  return stage_ == 0 ? params_->flat() : shard_space_;
+  return stage() == 0 ? params_->flat() : shard_space_;
 }
 
 // Where the fused pass writes the 16-bit copy of the updated master.
@@ -713,13 +624,6 @@ void ZeroEngine::update_master(const torch::Tensor& grads, double lr, const torc
   optimizer_->step(master_.data_ptr<float>(), grads.data_ptr<float>(), lr, copy_out, out);
 }
 
-// The nvme step may run while the last micro-batch's backward goes on only when no update
-// needs every gradient first (the clipping norm, fp16's overflow check).
-bool ZeroEngine::can_overlap_step() const {
-  return tiered_ && config_.zero.offload_optimizer.overlap_step &&
-         config_.gradient_clipping == 0.0 && !config_.fp16.enabled;
-}
-
 // Note: the overlapped step. The optimizer's worker thread starts the step before the last
 // backward of the accumulation; the reducer reports each bucket's shard range as soon as
 // its sum is final (on_shard_final), the range is averaged over ranks there (the same
@@ -754,9 +658,10 @@ void ZeroEngine::tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, floa
 
 void ZeroEngine::on_shard_final(int64_t offset, int64_t size) {
   // Streamed gradients: accumulate_grads submitted each complete sub-group itself.
-  if (!overlapping_ || size == 0 || grads_streamed_) return;
+  if (!overlapping_ || size == 0 || (placement_.grads == placement::GradStore::kStreamed)) return;
   torch::NoGradGuard no_grad;
-  if (comm_->size() > 1 && !grads_in_tier_) {  // in the tier: divided as it was written
+  if (comm_->size() > 1 &&
+      !!placement_.grads_in_memory()) {  // in the tier: divided as it was written
     reducer_->reduced_grads().narrow(0, offset, size).div_(static_cast<double>(comm_->size()));
   }
   tiered_->grads_final(static_cast<size_t>(offset), static_cast<size_t>(size));
@@ -806,8 +711,8 @@ void ZeroEngine::publish_params() {
 void ZeroEngine::publish_shard() {
   torch::NoGradGuard no_grad;
   const bool fp32 = compute_dtype_ == torch::kFloat32;
-  if (stage_ == 0) {
-    if (fp32 && !master_is_params_) params_->flat().copy_(master_, /*non_blocking=*/true);
+  if (stage() == 0) {
+    if (fp32 && !placement_.master_is_params) params_->flat().copy_(master_, /*non_blocking=*/true);
     return;
   }
   if (fp32 && !tiered_ && !shard_space_.is_same(master_)) {
@@ -917,15 +822,17 @@ MemoryStats ZeroEngine::memory() const {
   m.compute.params += replicated_->frozen_bytes();
   m.compute.grads = reducer_->full_grad_bytes();
   m.compute.buffers += reducer_->buffer_bytes() + replicated_->buffer_bytes();
-  TierBytes& tier = offload_ ? m.offload : m.compute;
+  TierBytes& tier = placement_.offloaded() ? m.offload : m.compute;
   tier.grads += reducer_->shard_grad_bytes();
   if (tiered_) {
     m.nvme.master = tiered_->disk_bytes() - tiered_->state_disk_bytes();
     m.nvme.optim = tiered_->state_disk_bytes();
     m.nvme.grads = tiered_->grad_disk_bytes();
-    tier.buffers += tiered_->host_bytes();  // the sub-group staging, in host memory
+    // The sub-group staging in host memory; int8 scales are the states' own bytes.
+    tier.buffers += tiered_->host_bytes() - tiered_->scale_bytes();
+    tier.optim = tiered_->scale_bytes();
   } else {
-    const bool master_counted = master_is_params_;  // counted as the parameters
+    const bool master_counted = placement_.master_is_params;  // counted as the parameters
     tier.master = master_counted ? 0 : static_cast<size_t>(master_.numel()) * sizeof(float);
     tier.optim = optimizer_->state_bytes();
   }

@@ -118,7 +118,7 @@ torch::Tensor ZeroEngine::master_shard() {
   ZOFF_CHECK(!pending_update_.valid(),
              "master_shard() during a delayed update: synchronize() first");
   // Stage 0's master is the whole buffer, whose single region splits rank by rank.
-  return stage_ == 0 ? master_.narrow(0, shard_.offset, shard_.size) : master_;
+  return stage() == 0 ? master_.narrow(0, shard_.offset, shard_.size) : master_;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::optimizer_state_shard() {
@@ -133,7 +133,7 @@ std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::optimizer_state_s
   const int64_t numel = static_cast<int64_t>(optimizer_->numel());
   for (auto& [name, ptr] : optimizer_->state_buffers()) {
     auto whole = torch::from_blob(ptr, {numel}, torch::kFloat32);
-    out.emplace_back(name, stage_ == 0 ? whole.narrow(0, shard_.offset, shard_.size) : whole);
+    out.emplace_back(name, stage() == 0 ? whole.narrow(0, shard_.offset, shard_.size) : whole);
   }
   return out;
 }
@@ -143,7 +143,7 @@ std::vector<StateSection> ZeroEngine::state_sections() {
   if (!tiered_) {
     out.push_back(tensor_section("master", master_shard()));
     // Stage 0's optimizer holds the whole buffer, its int8 blocks segmented by shard.
-    const int64_t offset = stage_ == 0 ? shard_.offset : 0;
+    const int64_t offset = stage() == 0 ? shard_.offset : 0;
     for (auto& [name, st] : optimizer_->stored_state_buffers()) {
       add_stored_sections(name, st, offset, shard_.size, &out);
     }
@@ -188,7 +188,7 @@ void ZeroEngine::rebuild_compute_from_master() {
   offload::HostBuffer out;
   if (param_region_) {
     out = offload::HostBuffer(static_cast<size_t>(chunk) * c10::elementSize(compute_dtype_),
-                              nvme_params_->alignment());
+                              param_tier_->alignment());
   }
   for (int64_t at = 0; at < shard_.size; at += chunk) {
     const int64_t n = std::min(chunk, shard_.size - at);
@@ -209,7 +209,7 @@ void ZeroEngine::rebuild_compute_from_master() {
 void ZeroEngine::restore_from_shards(int64_t step, int64_t applied_steps) {
   ZOFF_CHECK(!pending_update_.valid(), "restore_from_shards during a delayed update");
   torch::NoGradGuard no_grad;
-  if (stage_ == 0 && comm_->size() > 1) {
+  if (stage() == 0 && comm_->size() > 1) {
     // Every rank of stage 0 holds the whole master and optimizer state: gather them.
     for (auto& [name, st] : optimizer_->stored_state_buffers()) {
       gather_stored(*comm_, st, shard_.size);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "zoff/core/error.h"
+#include "zoff/placement/state_bytes.h"
 
 namespace zoff::estimate {
 
@@ -54,34 +55,56 @@ int64_t adam_state_bytes(StateDtype dtype, int64_t elems) {
 
 namespace {
 
+// The placement a config of this stage, precision, offload tier and state dtype resolves to
+// (stage 0 with offload too, which the paper's table shows and a config cannot ask for).
+placement::Placement stage_placement(int stage, const EstimateOptions& o) {
+  placement::Placement p;
+  p.stage = stage;
+  p.precision = o.precision == Precision::kFp32   ? placement::Precision::kFp32
+                : o.precision == Precision::kBf16 ? placement::Precision::kBf16
+                                                  : placement::Precision::kFp16;
+  p.states = o.state_dtype;
+  const bool offload = o.offload != OffloadTier::kNone;
+  p.optimizer.store = !offload                         ? placement::Store::kCompute
+                      : o.offload == OffloadTier::kCpu ? placement::Store::kHost
+                                                       : placement::Store::kNvme;
+  p.master_is_params = placement::master_is_params(p.precision, stage, p.optimizer.store,
+                                                   /*compute_on_device=*/false);
+  return p;
+}
+
 StageEstimate estimate_stage(int stage, const EstimateOptions& o, int64_t ranks_per_node) {
-  const bool mixed = o.precision != Precision::kFp32;
   const bool offload = o.offload != OffloadTier::kNone;
   const int64_t psi = o.params;
   const int64_t shard = (psi + o.ranks - 1) / o.ranks;  // elements per rank, padded
-  const int64_t param_bytes = mixed ? 2 : 4;            // per element, as computed with
-  const int64_t grad_bytes = mixed && !o.fp32_gradients ? 2 : 4;
-  // Elements each kind covers on one rank at this stage.
-  const int64_t optim_elems = stage >= 1 ? shard : psi;
-  // Optimizer states: fp32 master (mixed, or any offload tier) + m + v as stored.
-  const int64_t states = adam_state_bytes(o.state_dtype, optim_elems);
+  const placement::Placement pl = stage_placement(stage, o);
+  placement::StateShape shape;
+  shape.params = psi;
+  shape.shard = stage >= 1 ? shard : psi;
+  const placement::StateBytes b = placement::state_bytes(pl, shape);
+  const int64_t param_bytes = static_cast<int64_t>(placement::element_bytes(pl.precision));
+  // The paper's 16-bit gradients (fp32_gradients false) halve what zoff holds in fp32.
+  const int64_t grad_bytes =
+      pl.precision != placement::Precision::kFp32 && !o.fp32_gradients ? 2 : 4;
   const int64_t grad_elems = stage >= 2 ? shard : psi;
   // Stages 1-2 with one copy per host: this rank's share of it, like stage 3's shard.
   const bool shared_copy = o.host_shared_params && (stage == 1 || stage == 2);
-  const int64_t param_elems = stage >= 3 || shared_copy ? shard : psi;
+  // The master and the states wherever the placement puts them (on disk counted too: the
+  // paper's offload tier).
+  const int64_t optim = b.memory_master + b.memory_states + b.disk_master + b.disk_states;
 
   StageEstimate e;
   e.stage = stage;
-  e.compute_params_bytes = param_bytes * param_elems;
+  e.compute_params_bytes = shared_copy ? param_bytes * shard : b.memory_params + b.disk_params;
   if (!offload) {
     e.compute_grads_bytes = grad_bytes * grad_elems;
-    e.compute_optim_bytes = (mixed ? 4 * optim_elems : 0) + states;
+    e.compute_optim_bytes = optim;
   } else {
     // Unsharded gradients (stages 0, 1) stay where backward writes them; the fp32 copy of
     // this rank's shard and its optimizer states (with their own fp32 master) move out.
     e.compute_grads_bytes = stage >= 2 ? 0 : grad_bytes * grad_elems;
-    e.offload_grads_bytes = 4 * optim_elems;
-    e.offload_optim_bytes = 4 * optim_elems + states;
+    e.offload_grads_bytes = 4 * (stage >= 1 ? shard : psi);
+    e.offload_optim_bytes = optim;
   }
   if (stage == 3) e.compute_live_bytes = param_bytes * std::min(o.live_params, psi);
   e.compute_bytes =

@@ -9,6 +9,7 @@
 #include "zoff/core/error.h"
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/optim/state_dtype.h"
+#include "zoff/placement/state_bytes.h"
 
 namespace zoff::estimate {
 namespace {
@@ -16,29 +17,27 @@ namespace {
 constexpr size_t kTierAlignment = 4096;  // the nvme tier's O_DIRECT block (offload/tier.h)
 
 struct Shape {
-  int64_t params = 0;      // trainable elements
-  int64_t shard = 0;       // this rank's optimizer elements
-  int64_t largest = 0;     // largest unit (stage 3) or parameter block, padded
-  int64_t units = 0;       // units (stage 3) or parameter blocks
-  int64_t compute = 4;     // bytes per compute element
-  int64_t states = 2;      // optimizer states per element
-  size_t state_bytes = 4;  // stored bytes per state element
+  placement::StateShape state;  // padded as the engine's layout pads (state_bytes.h)
+  int64_t params = 0;           // trainable elements
+  int64_t largest = 0;          // largest unit (stage 3) or parameter block, padded
+  int64_t units = 0;            // units (stage 3) or parameter blocks
+  int64_t compute = 4;          // bytes per compute element
+  size_t state_bytes = 4;       // stored bytes per state element
 };
 
-Shape shape_of(const config::Config& c, int world, const PlanModel& m) {
+Shape shape_of(const placement::Placement& pl, const config::Config& c, int world,
+               const PlanModel& m) {
   Shape s;
-  s.compute = c.bf16 || c.fp16.enabled ? 2 : 4;
-  s.states = optim::optimizer_state_count(c.optimizer);
-  s.state_bytes = optim::stored_element_bytes(optim::parse_state_dtype(c.optimizer.state_dtype));
+  s.compute = static_cast<int64_t>(placement::element_bytes(pl.precision));
+  s.state_bytes = optim::stored_element_bytes(pl.states);
+  s.state = placement::state_shape(m.unit_elems, world, pl.stage,
+                                   optim::optimizer_state_count(c.optimizer));
   for (int64_t u : m.unit_elems) {
     const int64_t padded = (u + world - 1) / world * world;  // model_layout: units padded
     s.params += u;
     ++s.units;
     s.largest = std::max(s.largest, padded);
-    if (c.zero.stage == 3) s.shard += padded / world;
   }
-  if (c.zero.stage == 0) s.shard = s.params;
-  if (c.zero.stage == 1 || c.zero.stage == 2) s.shard = (s.params + world - 1) / world;
   return s;
 }
 
@@ -47,77 +46,59 @@ void add(std::vector<PlanItem>& items, const std::string& name, int64_t bytes,
   if (bytes > 0) items.push_back({name, bytes, how, phase});
 }
 
-// Model states that stay in host memory (the compute tier and the cpu offload tier are the
-// same RAM on this machine).
-void host_states(const config::Config& c, const Shape& s, RunPlan& p) {
-  const auto& oo = c.zero.offload_optimizer;
-  const bool nvme_opt = oo.device == "nvme";
-  const bool params_on_disk = c.zero.stage == 3 && c.zero.offload_param.device == "nvme";
-  if (c.zero.stage < 3) {
-    add(p.host, "parameters", s.params * s.compute, "whole, compute dtype");
-  } else if (!params_on_disk) {
-    add(p.host, "parameter pieces", s.shard * s.compute, "this rank's pieces, compute dtype");
-  }
-  const bool grads_kept = !nvme_opt || oo.gradients == "cpu" || oo.gradients == "auto";
-  if (c.zero.stage < 2) {
-    add(p.host, "gradients", s.params * 4, "whole, fp32");
-  } else if (grads_kept) {
-    add(p.host, "gradient shard", s.shard * 4, "fp32");
-  }
-  if (!nvme_opt) {
-    const bool master = s.compute != 4 || oo.device != "none";
-    add(p.host, "fp32 master", master ? s.shard * 4 : 0, "the shard");
-    add(p.host, "optimizer states",
-        s.states *
-            static_cast<int64_t>(optim::state_storage_bytes(
-                optim::parse_state_dtype(c.optimizer.state_dtype), static_cast<size_t>(s.shard))),
-        "the shard, as stored");
-  }
+// Model states in host memory (the compute tier and the cpu offload tier are the same RAM
+// on this machine), as the placement puts them: the engine's own rule (state_bytes.h).
+void host_states(const placement::Placement& pl, const Shape& s, RunPlan& p) {
+  const placement::StateBytes b = placement::state_bytes(pl, s.state);
+  add(p.host, pl.stage < 3 ? "parameters" : "parameter pieces", b.memory_params,
+      pl.stage < 3 ? "whole, compute dtype" : "this rank's pieces, compute dtype");
+  add(p.host, pl.stage < 2 ? "gradients" : "gradient shard", b.memory_grads,
+      pl.stage < 2 ? "whole, fp32" : "fp32");
+  add(p.host, "fp32 master", b.memory_master, "the shard");
+  add(p.host, pl.optimizer_on_disk() ? "int8 scales" : "optimizer states", b.memory_states,
+      pl.optimizer_on_disk() ? "4 bytes per 2048 elements per state" : "the shard, as stored");
 }
 
-// The nvme step's staging: sub-group buffer sets, the gradient window or read-add-write
-// window, int8 scales (tiered_optimizer.h).
-void step_buffers(const config::Config& c, const Shape& s, RunPlan& p) {
+// The disk step's staging: sub-group buffer sets, the gradient window or read-add-write
+// window (tiered_optimizer.h); the int8 scales are counted with the states.
+void step_buffers(const placement::Placement& pl, const config::Config& c, const Shape& s,
+                  RunPlan& p) {
+  if (!pl.optimizer_on_disk()) return;
   const auto& oo = c.zero.offload_optimizer;
-  if (oo.device != "nvme") return;
+  const int64_t shard = s.state.shard;
   const int64_t group = optim::round_sub_group(c.zero.sub_group_size, kTierAlignment,
-                                               static_cast<size_t>(s.shard), s.state_bytes);
-  const int64_t per_set = 1 + s.states;
+                                               static_cast<size_t>(shard), s.state_bytes);
+  const int64_t per_set = 1 + s.state.states;
   const int64_t slots = oo.buffer_count == 0 ? 3 : oo.buffer_count / per_set;
-  const bool params_on_disk = c.zero.stage == 3 && c.zero.offload_param.device == "nvme";
-  const int64_t set_bytes = group * (4 + s.states * static_cast<int64_t>(s.state_bytes) +
-                                     (params_on_disk ? s.compute : 0));
+  const int64_t set_bytes = group * (4 + s.state.states * static_cast<int64_t>(s.state_bytes) +
+                                     (pl.params_on_disk() ? s.compute : 0));
   add(p.host, "step buffers", slots * set_bytes,
       std::to_string(slots) + " sets of " + std::to_string(group) + "-element sub-groups");
-  if (s.state_bytes == 1) {
-    add(p.host, "int8 scales",
-        s.states * static_cast<int64_t>(optim::state_blocks(static_cast<size_t>(s.shard))) * 4,
-        "4 bytes per 2048 elements per state");
-  }
-  if (oo.gradients == "stream") {
+  if (pl.grads == placement::GradStore::kStreamed) {
     // Allocated as sub-groups fill, so never more than the shard has sub-groups.
-    const int64_t groups = (s.shard + group - 1) / group;
+    const int64_t groups = (shard + group - 1) / group;
     const int64_t cap = oo.stream_buffers > 0 ? oo.stream_buffers : std::max<int64_t>(8, 4 * slots);
     const int64_t buffers = std::min(cap, groups);
     add(p.host, "zero gradients", group * 4, "one sub-group, for those no gradient reached");
     add(p.host, "gradient window", buffers * group * 4,
         std::to_string(buffers) + " sub-groups filled by backward, freed by the step",
         PlanPhase::kBackwardEnd);
-  } else if (oo.gradients == "nvme") {
+  } else if (pl.grads == placement::GradStore::kDisk) {
     add(p.host, "gradient buffers", slots * group * 4 + group * 4 + 2 * int64_t{kTierAlignment},
         "one per set + the read-add-write window");
   }
 }
 
 // Stage 3: units whole at once, read-ahead pieces, a unit's gradients on their way out.
-void unit_buffers(const config::Config& c, const Shape& s, RunPlan& p) {
+void unit_buffers(const placement::Placement& pl, const config::Config& c, const Shape& s,
+                  RunPlan& p) {
   const int64_t unit = s.largest;
-  if (c.zero.stage == 3) {
+  if (pl.stage == 3) {
     add(p.host, "whole units", 2 * unit * s.compute,
         "the largest unit in use and the next gathered or prefetched");
-    if (c.zero.offload_param.device == "nvme") {
+    if (pl.params_on_disk()) {
       add(p.host, "read-ahead pieces",
-          std::min(c.zero.offload_param.max_in_cpu, s.shard) * s.compute,
+          std::min(c.zero.offload_param.max_in_cpu, s.state.shard) * s.compute,
           "offload_param.max_in_cpu, compute dtype");
     }
   }
@@ -137,16 +118,12 @@ void unit_buffers(const config::Config& c, const Shape& s, RunPlan& p) {
   }
 }
 
-void disk_files(const config::Config& c, const Shape& s, RunPlan& p) {
-  const auto& oo = c.zero.offload_optimizer;
-  if (oo.device != "nvme") return;
-  add(p.disk, "fp32 master", s.shard * 4, "");
-  add(p.disk, "optimizer states", s.states * s.shard * static_cast<int64_t>(s.state_bytes),
-      optim::state_dtype_name(optim::parse_state_dtype(c.optimizer.state_dtype)));
-  if (oo.gradients == "nvme") add(p.disk, "gradient shard", s.shard * 4, "fp32");
-  if (c.zero.stage == 3 && c.zero.offload_param.device == "nvme") {
-    add(p.disk, "parameters", s.shard * s.compute, "compute dtype");
-  }
+void disk_files(const placement::Placement& pl, const Shape& s, RunPlan& p) {
+  const placement::StateBytes b = placement::state_bytes(pl, s.state);
+  add(p.disk, "fp32 master", b.disk_master, "");
+  add(p.disk, "optimizer states", b.disk_states, optim::state_dtype_name(pl.states));
+  add(p.disk, "gradient shard", b.disk_grads, "fp32");
+  add(p.disk, "parameters", b.disk_params, "compute dtype");
 }
 
 std::string gb(int64_t bytes) {
@@ -157,24 +134,35 @@ std::string gb(int64_t bytes) {
 
 }  // namespace
 
-RunPlan plan_run(const config::Config& config, int world, const PlanModel& model) {
+placement::Placement plan_placement(const config::Config& config, int world, const PlanModel& model,
+                                    int64_t available_bytes) {
   ZOFF_CHECK_ARG(world >= 1, "plan: world size ", world, ": must be >= 1");
   ZOFF_CHECK_ARG(!model.unit_elems.empty(), "plan: the model has no trainable parameters");
-  const Shape s = shape_of(config, world, model);
+  placement::PlacementContext ctx;
+  ctx.world = world;
+  ctx.shard_elems = placement::state_shape(model.unit_elems, world, config.zero.stage, 0).shard;
+  ctx.available_bytes = available_bytes;
+  return placement::resolve(config, ctx);
+}
+
+RunPlan plan_run(const config::Config& config, int world, const PlanModel& model,
+                 int64_t available_bytes) {
+  const placement::Placement pl = plan_placement(config, world, model, available_bytes);
+  const Shape s = shape_of(pl, config, world, model);
   RunPlan p;
   p.world = world;
   p.params = s.params;
-  p.shard_elems = s.shard;
+  p.shard_elems = s.state.shard;
   add(p.host, "runtime", kRuntimeBytes, "LibTorch, Gloo, zoff and threads (measured)");
   add(p.host, "data", model.data_bytes, "the training text/images in memory");
-  host_states(config, s, p);
-  step_buffers(config, s, p);
-  unit_buffers(config, s, p);
+  host_states(pl, s, p);
+  step_buffers(pl, config, s, p);
+  unit_buffers(pl, config, s, p);
   add(p.host, "activations", model.activation_bytes, "kept by autograd for one micro-batch",
       PlanPhase::kBackwardStart);
   add(p.host, "late activations", model.late_activation_bytes,
       "still kept as backward ends (checkpointed block inputs)", PlanPhase::kBackwardEnd);
-  disk_files(config, s, p);
+  disk_files(pl, s, p);
   for (const auto& i : p.host) {
     (i.phase == PlanPhase::kAlways          ? p.always_bytes
      : i.phase == PlanPhase::kBackwardStart ? p.start_bytes

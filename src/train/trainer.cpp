@@ -359,6 +359,9 @@ void TrainRun::print_banner() const {
                                                   : "native (LibTorch's bf16 GEMM)");
   }
   if (world_.world_size > 1) std::printf("%s\n", transport_line(*comm_, world_).c_str());
+  if (stepper_->engine() != nullptr) {
+    std::printf("placement: %s\n", stepper_->engine()->placement().describe().c_str());
+  }
   std::printf("%s", memory_table(stepper_->memory()).c_str());
   if (stepper_->engine() != nullptr) print_nvme_tier(*stepper_->engine());
   std::fflush(stdout);

@@ -93,7 +93,7 @@ TEST(CompressedCheckpoint, ResumeThroughTheNvmeTierIsBitExact) {
     for (int world : {1, 3}) {
       auto cfg = compressed_config(2, world, dtype);
       cfg.zero.offload_optimizer.device = "nvme";
-      cfg.zero.offload_optimizer.nvme_path = tier_dir;
+      cfg.zero.offload_optimizer.nvme_paths = {tier_dir};
       ScratchDir dir;
       const auto whole = train_segment(cfg, world, Segment{0, kTotal, "", dir.path(), kSaveAt});
       Segment resumed{kSaveAt, kTotal, dir.path()};

@@ -59,7 +59,7 @@ TEST(Config, FullConfigParses) {
   EXPECT_FALSE(c.zero.host_shared_params);  // default true
   EXPECT_EQ(c.zero.offload_optimizer.device, "nvme");
   EXPECT_TRUE(c.zero.offload_optimizer.pin_memory);
-  EXPECT_EQ(c.zero.offload_optimizer.nvme_path, "/tmp/nvme");
+  EXPECT_EQ(c.zero.offload_optimizer.nvme_paths, std::vector<std::string>{"/tmp/nvme"});
   EXPECT_TRUE(c.bf16);
   EXPECT_FALSE(c.fp16.enabled);
   EXPECT_TRUE(c.warnings.empty());

@@ -34,11 +34,11 @@ TEST(NvmeConfig, EachKeyIsParsedWithoutWarnings) {
                                 1);
   EXPECT_EQ(c.zero.sub_group_size, 1000000);
   EXPECT_EQ(c.zero.offload_optimizer.device, "nvme");
-  EXPECT_EQ(c.zero.offload_optimizer.nvme_path, "/nvme");
+  EXPECT_EQ(c.zero.offload_optimizer.nvme_paths, std::vector<std::string>{"/nvme"});
   EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 6);
   EXPECT_EQ(c.zero.offload_optimizer.gradients, "nvme");
   EXPECT_EQ(c.zero.offload_param.device, "nvme");
-  EXPECT_EQ(c.zero.offload_param.nvme_path, "/nvme2");
+  EXPECT_EQ(c.zero.offload_param.nvme_paths, std::vector<std::string>{"/nvme2"});
   EXPECT_EQ(c.aio.block_size, 262144);
   EXPECT_EQ(c.aio.queue_depth, 32);
   EXPECT_EQ(c.aio.thread_count, 2);

@@ -223,7 +223,7 @@ TEST(Offload, AccumulationOverFourMicroBatchesMatchesOneBigBatch) {
 TEST(Offload, NvmeWithoutAUsableDirectoryIsRefusedNamingIt) {
   auto cfg = base_config(2, 1, kGlobal, 1);
   cfg.zero.offload_optimizer.device = "nvme";
-  cfg.zero.offload_optimizer.nvme_path = "/proc/zoff-no-such-dir";
+  cfg.zero.offload_optimizer.nvme_paths = {"/proc/zoff-no-such-dir"};
   testing::run_ranks(1, [&](dist::CommPtr comm, int) {
     auto model = make_model(5);
     try {
@@ -247,7 +247,7 @@ TEST(Offload, NvmeGradientsWithClippingTrackTheInMemoryRun) {
     auto cfg = base_config(2, world, kGlobal, 2);
     cfg.gradient_clipping = 0.05;  // below the tiny MLP's norms: every step clips
     cfg.zero.offload_optimizer.device = "nvme";
-    cfg.zero.offload_optimizer.nvme_path = dir;
+    cfg.zero.offload_optimizer.nvme_paths = {dir};
     cfg.zero.sub_group_size = 2048;
     cfg.zero.offload_optimizer.gradients = "cpu";
     const auto want = train(cfg, world, 6);
@@ -269,7 +269,7 @@ TEST(Offload, NvmeGradientsWithClippingTrackTheInMemoryRun) {
 TEST(Offload, NvmeGradientsWhereTheyCannotWorkAreRefusedNamingTheKey) {
   auto cfg = base_config(1, 1, kGlobal, 1);
   cfg.zero.offload_optimizer.device = "nvme";
-  cfg.zero.offload_optimizer.nvme_path = "/var/tmp";
+  cfg.zero.offload_optimizer.nvme_paths = {"/var/tmp"};
   cfg.zero.offload_optimizer.gradients = "nvme";
   auto fp16 = base_config(2, 1, kGlobal, 1);
   fp16.fp16.enabled = true;
@@ -292,7 +292,7 @@ TEST(Offload, NvmeGradientsWhereTheyCannotWorkAreRefusedNamingTheKey) {
 TEST(Offload, NvmeWithTheTorchOptimizerBackendIsRefused) {
   auto cfg = base_config(2, 1, kGlobal, 1);
   cfg.zero.offload_optimizer.device = "nvme";
-  cfg.zero.offload_optimizer.nvme_path = "/var/tmp";
+  cfg.zero.offload_optimizer.nvme_paths = {"/var/tmp"};
   EngineOptions eo;
   eo.optimizer_backend = optim::OptimizerBackend::kTorch;
   testing::run_ranks(1, [&](dist::CommPtr comm, int) {

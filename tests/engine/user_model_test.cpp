@@ -182,7 +182,7 @@ TEST_P(UserModelNvmeOffload, IsBitwiseTheCpuOffloadRun) {
   const std::string dir = "/var/tmp/zoff_user_model_nvme_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   cfg.zero.offload_optimizer.device = "nvme";
-  cfg.zero.offload_optimizer.nvme_path = dir;
+  cfg.zero.offload_optimizer.nvme_paths = {dir};
   cfg.zero.sub_group_size = 1024;
   // The step overlapped with backward (the default: no clipping, no fp16) or after it, and
   // at stage 3 the parameter pieces on disk too.
@@ -191,7 +191,7 @@ TEST_P(UserModelNvmeOffload, IsBitwiseTheCpuOffloadRun) {
   if (stage == 3) {
     variants.push_back(cfg);
     variants.back().zero.offload_param.device = "nvme";
-    variants.back().zero.offload_param.nvme_path = dir;
+    variants.back().zero.offload_param.nvme_paths = {dir};
     variants.back().zero.offload_param.max_in_cpu = 50;  // read ahead a unit or two
   }
   if (stage >= 2) {
@@ -229,7 +229,7 @@ TEST_P(UserModelNvmeCompressedStates, IsBitwiseTheCpuOffloadRun) {
   const std::string dir = "/var/tmp/zoff_user_model_nvme_states_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   cfg.zero.offload_optimizer.device = "nvme";
-  cfg.zero.offload_optimizer.nvme_path = dir;
+  cfg.zero.offload_optimizer.nvme_paths = {dir};
   cfg.zero.sub_group_size = 1024;  // rounded up to whole int8 blocks and aligned codes
   std::vector<config::Config> variants{cfg, cfg};
   variants[1].zero.offload_optimizer.gradients = "nvme";
@@ -260,14 +260,14 @@ TEST_P(UserModelNvmeStreamedGradients, IsBitwiseTheCpuOffloadRun) {
   const std::string dir = "/var/tmp/zoff_user_model_stream_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   cfg.zero.offload_optimizer.device = "nvme";
-  cfg.zero.offload_optimizer.nvme_path = dir;
+  cfg.zero.offload_optimizer.nvme_paths = {dir};
   cfg.zero.offload_optimizer.gradients = "stream";
   cfg.zero.sub_group_size = 1024;
   std::vector<config::Config> variants{cfg, cfg};
   variants[1].zero.offload_optimizer.stream_buffers = 3;
   if (stage == 3) {
     variants[1].zero.offload_param.device = "nvme";
-    variants[1].zero.offload_param.nvme_path = dir;
+    variants[1].zero.offload_param.nvme_paths = {dir};
   }
   expect_variants_bitwise(want, variants, world);
   std::filesystem::remove_all(dir);
@@ -282,7 +282,7 @@ TEST(UserModelNvmeStreamedGradientsRefused, WhereTheyCannotWork) {
   auto base = testing::base_config(2, 1, kGlobal, /*accum=*/1);
   base.optimizer.type = "adamw";
   base.zero.offload_optimizer.device = "nvme";
-  base.zero.offload_optimizer.nvme_path = "/var/tmp";
+  base.zero.offload_optimizer.nvme_paths = {"/var/tmp"};
   base.zero.offload_optimizer.gradients = "stream";
   std::vector<std::pair<config::Config, std::string>> bad;
   bad.emplace_back(base, "gradient_clipping");
@@ -323,7 +323,7 @@ TEST_P(UserModelNvmeFileFault, NextStepFailsNamingTheFile) {
   std::filesystem::create_directories(dir);
   auto cfg = user_config(2, 1);
   cfg.zero.offload_optimizer.device = "nvme";
-  cfg.zero.offload_optimizer.nvme_path = dir;
+  cfg.zero.offload_optimizer.nvme_paths = {dir};
   cfg.zero.sub_group_size = 1024;
   const std::string victim = dir + "/zoff_rank0.exp_avg.swp";
   auto model = make_user_model();

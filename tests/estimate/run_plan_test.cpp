@@ -19,16 +19,17 @@ int64_t item(const std::vector<PlanItem>& items, const std::string& name) {
 
 config::Config on_disk(const std::string& gradients, const std::string& state_dtype) {
   config::Config c;
+  c.gradient_accumulation_steps = 1;  // as parse_config fills it in
   c.bf16 = true;
   c.optimizer.type = "adamw";
   c.optimizer.state_dtype = state_dtype;
   c.zero.stage = 3;
   c.zero.sub_group_size = 1000000;
   c.zero.offload_optimizer.device = "nvme";
-  c.zero.offload_optimizer.nvme_path = "/var/tmp";
+  c.zero.offload_optimizer.nvme_paths = {"/var/tmp"};
   c.zero.offload_optimizer.gradients = gradients;
   c.zero.offload_param.device = "nvme";
-  c.zero.offload_param.nvme_path = "/var/tmp";
+  c.zero.offload_param.nvme_paths = {"/var/tmp"};
   return c;
 }
 
@@ -80,6 +81,7 @@ TEST(RunPlan, InMemoryStatesFollowTheStage) {
   PlanModel m;
   m.unit_elems = {600, 600};
   config::Config c;
+  c.gradient_accumulation_steps = 1;  // as parse_config fills it in
   c.bf16 = true;
   c.optimizer.type = "adamw";
   c.zero.stage = 2;

@@ -175,7 +175,7 @@ TEST(GpuOffload, NvmeOffloadGivesTheLossesOfCpuOffload) {
   const auto dir = std::filesystem::temp_directory_path() / "zoff_gpu_nvme_test";
   std::filesystem::create_directories(dir);
   auto nvme = offload_config(2, torch::kBFloat16, "nvme");
-  nvme.zero.offload_optimizer.nvme_path = dir.string();
+  nvme.zero.offload_optimizer.nvme_paths = {dir.string()};
   nvme.zero.offload_optimizer.gradients = "cpu";
   const auto want = zoff_losses(offload_config(2, torch::kBFloat16, "cpu"), 5);
   EXPECT_EQ(zoff_losses(nvme, 5), want);

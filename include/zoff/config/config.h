@@ -29,7 +29,9 @@ struct OffloadConfig {
   // backward of step t+1 run on the parameters of step t-1. Needs device = cpu.
   bool delayed_param_update = false;
   int64_t dpu_warmup_steps = 40;
-  std::string nvme_path;  // nvme only: the directory of the per-rank tier files
+  // nvme only: the directory of the per-rank tier files ("nvme_path": a string), or several
+  // (a list), over which the files are striped (one stripe per directory in turn).
+  std::vector<std::string> nvme_paths;
   // nvme only: fp32 host buffers of zero_optimization.sub_group_size elements the step
   // streams master and states through (DeepSpeed's buffer_count). 0 = three sub-groups'
   // worth, (1 + optimizer states) x 3, so that sub-group i+1 is read while i is updated
@@ -65,7 +67,7 @@ struct OffloadConfig {
 struct OffloadParamConfig {
   std::string device = "none";  // none | cpu | nvme
   bool pin_memory = false;
-  std::string nvme_path;  // nvme only
+  std::vector<std::string> nvme_paths;  // nvme only: one directory, or several (striped)
   // nvme only: elements of pieces read ahead of use into host memory (DeepSpeed's key).
   int64_t max_in_cpu = 1000000000;
 };

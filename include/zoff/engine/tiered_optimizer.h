@@ -147,7 +147,8 @@ class TieredOptimizer {
   const optim::SpanOptimizer& optimizer() const { return optimizer_; }
   int64_t sub_group_elems() const { return group_; }
   int slots() const { return static_cast<int>(slots_.size()); }
-  size_t host_bytes() const;        // the staging buffers (int8 scales, the gradient window)
+  size_t host_bytes() const;        // the staging buffers, the gradient window, scale_bytes()
+  size_t scale_bytes() const;       // int8 states' block scales (host memory), else 0
   size_t disk_bytes() const;        // the regions, master included
   size_t state_disk_bytes() const;  // the optimizer states' regions
   size_t grad_disk_bytes() const;   // the gradient region (grads_in_tier), else 0

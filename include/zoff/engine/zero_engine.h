@@ -29,6 +29,7 @@
 #include "zoff/partition/flat_buffer.h"
 #include "zoff/partition/flat_layout.h"
 #include "zoff/partition/model_layout.h"
+#include "zoff/placement/placement.h"
 #include "zoff/unit/deferred_init.h"
 
 namespace zoff::engine {
@@ -145,6 +146,8 @@ class ZeroEngine {
   MemoryStats memory() const;
   int64_t global_step() const { return step_; }
   const config::Config& config() const { return config_; }
+  // Where each model state lives, resolved once from the config (placement.h).
+  const placement::Placement& placement() const { return placement_; }
   const partition::ModelLayout& layout() const { return *layout_; }
   const dist::CommPtr& comm() const { return comm_; }
   torch::ScalarType compute_dtype() const { return compute_dtype_; }
@@ -158,8 +161,8 @@ class ZeroEngine {
   optim::ShardOptimizer& optimizer();
   // The NVMe-streamed optimizer, or nullptr.
   const TieredOptimizer* tiered() const { return tiered_.get(); }
-  // "io_uring, O_DIRECT"-style description of the NVMe tier's I/O, or "" without one.
-  std::string nvme_io() const { return nvme_ ? nvme_->io_description() : std::string(); }
+  // "io_uring, O_DIRECT"-style description of the disk tier's I/O, or "" without one.
+  std::string nvme_io() const { return tiered_ ? tier_->io_description() : std::string(); }
   const LossScaler* loss_scaler() const { return scaler_.get(); }
   LossScaler* loss_scaler() { return scaler_.get(); }
   const ReplicatedStates& replicated() const { return *replicated_; }
@@ -190,19 +193,16 @@ class ZeroEngine {
   int64_t applied_steps() const { return applied_; }
 
  private:
-  void check_config();
-  void check_device_config() const;
+  void resolve_placement();
+  void check_device() const;
   // The GPU path: a module on an accelerator (or options_.device_path_on_cpu).
   bool on_device() const { return !compute_device_.is_cpu() || options_.device_path_on_cpu; }
   torch::TensorOptions host_buffer_options(torch::ScalarType dtype) const;
   void setup_buffers();
   void setup_params();
-  void setup_nvme();
-  std::string choose_grads_place() const;
-  std::string why_not_streamed() const;
+  void setup_tiered();
   void on_grad_piece(int64_t offset, const torch::Tensor& piece, bool first);
   std::unique_ptr<UnitPieces> make_unit_pieces();
-  offload::AioOptions aio_options() const;
   void tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, float** out32);
   void load_unit_values();
   torch::Tensor unit_values_fp32(size_t unit) const;
@@ -221,7 +221,6 @@ class ZeroEngine {
   optim::CopyOut compute_copy_out() const;
   void update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16);
   void rebuild_compute_from_master();
-  bool can_overlap_step() const;
   void begin_overlapped_step();
   void on_shard_final(int64_t offset, int64_t size);
   void abandon_overlapped_step();
@@ -241,7 +240,8 @@ class ZeroEngine {
   config::Config config_;
   dist::CommPtr comm_;
   EngineOptions options_;
-  int stage_ = 0;
+  placement::Placement placement_;
+  int stage() const { return placement_.stage; }
   torch::ScalarType compute_dtype_ = torch::kFloat32;
   torch::Device compute_device_ = torch::kCPU;
   torch::Device offload_device_ = torch::kCPU;  // where master/states/grad shard live
@@ -250,13 +250,12 @@ class ZeroEngine {
   // Compute on an accelerator (stages 1, 2): the whole parameters in host memory, compute
   // dtype, which the all-gather fills and the device copies from.
   torch::Tensor host_params_;
-  bool offload_ = false;
   UnitPlan plan_;
   std::vector<torch::Tensor> trainable_;  // plan_.trainable's tensors
   std::unique_ptr<partition::ModelLayout> layout_;
   std::unique_ptr<partition::FlatBuffer> params_;  // stages 0-2: whole, compute dtype
-  // Stages 1-2, zero_optimization.host_shared_params: params_ is one copy every rank of the
-  // host maps (Comm::shared_tensor); each rank writes only its own pieces of it.
+  // Stages 1-2, placement_.params_per_host granted by the transport: params_ is one copy
+  // every rank of the host maps (Comm::shared_tensor); each rank writes only its own pieces.
   bool shared_params_ = false;
   // ... and with 16-bit parameters, the master in memory and no delayed update, the fused
   // pass writes this rank's pieces of that copy (own_pieces_) in place of a 16-bit shard:
@@ -270,25 +269,21 @@ class ZeroEngine {
   // fp32 values the optimizer updates: stage 0 the whole padded buffer (a view of params_
   // in fp32 without offload), stages 1-3 the shard space (shard_space_ itself in fp32
   // when on the same device).
-  torch::Tensor master_;
-  bool master_is_params_ = false;  // master_ is the compute parameters themselves
+  torch::Tensor master_;  // with placement_.master_is_params, the compute parameters
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<optim::ShardOptimizer> optimizer_;  // in memory (not with nvme)
-  std::unique_ptr<offload::Tier> nvme_;               // offload_optimizer.device = nvme
+  std::unique_ptr<offload::Tier> tier_;               // the optimizer's disk store
   bool deferred_ = false;  // the module came with placeholders (EngineOptions::param_init)
-  std::unique_ptr<TieredOptimizer> tiered_;            // master and states in nvme_
-  std::unique_ptr<offload::Tier> nvme_params_;         // offload_param.device = nvme
+  std::unique_ptr<TieredOptimizer> tiered_;            // master and states in tier_
+  std::unique_ptr<offload::Tier> param_tier_;          // stage 3's pieces on disk
   std::unique_ptr<offload::TierRegion> param_region_;  // this rank's unit pieces in it
   // The nvme step overlapped with the last micro-batch's backward (tiered_optimizer.h):
   // on between that backward's start and step(). `tier_damaged_` says why the tier's state
   // can no longer be trusted (a backward failed with sub-groups already updated).
   bool overlapping_ = false;
   std::string tier_damaged_;
-  // offload_optimizer.gradients resolved to nvme: the fp32 gradient shard accumulates in
-  // a region of nvme_ (no shard tensor in memory); `grad_squares_` sums the squares of its
-  // final values as the last micro-batch writes them (this rank's part of the norm).
-  bool grads_in_tier_ = false;   // the fp32 gradient shard is not in memory (nvme or stream)
-  bool grads_streamed_ = false;  // ... nor anywhere: consumed by the overlapped step
+  // Gradients not in memory (on disk or streamed): `grad_squares_` sums the squares of
+  // their final values as the last micro-batch writes them (this rank's part of the norm).
   double grad_squares_ = 0;
   std::unique_ptr<LossScaler> scaler_;
   int64_t step_ = 0;     // optimizer steps, including fp16-skipped ones
@@ -298,7 +293,6 @@ class ZeroEngine {
   ActivationMeter meter_;
   // Delayed parameter update: the gradient copy and 16-bit output the background update
   // owns, and the update itself.
-  bool dpu_ = false;
   torch::Tensor dpu_grads_;
   torch::Tensor dpu_out_;
   std::future<void> pending_update_;

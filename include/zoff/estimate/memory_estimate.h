@@ -83,7 +83,9 @@ struct MemoryEstimate {
 //     stage 2: 2psi + (2 + 12)s      stage 3: (2 + 2 + 12)s
 //   (zoff's engine keeps fp32 gradients: 4 bytes where these say 2, see fp32_gradients;
 //   stage 3 adds the units whole at once, live_params elements)
-//   fp32: 4-byte params and grads and K = 8 (m, v: the params are their own master).
+//   fp32: 4-byte params and grads and K = 8 (m, v: the params are their own master) at
+//   stages 0 and 3; stages 1-2 keep an fp32 master shard apart from the whole parameters
+//   (K = 12 there), as the engine does (placement::master_is_params).
 //   With state_dtype bf16 / int8, the 8 bytes of m + v per element become 4 / ~2.004
 //   (adam_state_bytes over each rank's elements).
 // With offload the optimizer states of the shard (12 bytes per element in both precisions:

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "zoff/config/config.h"
+#include "zoff/placement/placement.h"
 
 namespace zoff::estimate {
 
@@ -64,7 +65,14 @@ inline constexpr int64_t kRuntimeBytes = 182000000;
 // engine's own buffers are counted with its rules (sub-group rounding, unit padding, the
 // gradient window, read-ahead caps); the rest is the model's activations, the data and
 // kRuntimeBytes. Throws UsageError for an empty model or world < 1.
-RunPlan plan_run(const config::Config& config, int world, const PlanModel& model);
+// `available_bytes`: the memory the run will find free (0 = unknown), which decides
+// offload_optimizer.gradients = auto as the engine decides it (placement::resolve).
+RunPlan plan_run(const config::Config& config, int world, const PlanModel& model,
+                 int64_t available_bytes = 0);
+
+// The placement plan_run counts with (the engine resolves the same from the same config).
+placement::Placement plan_placement(const config::Config& config, int world, const PlanModel& model,
+                                    int64_t available_bytes = 0);
 
 std::string to_table(const RunPlan& plan);
 std::string to_json(const RunPlan& plan);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "zoff/offload/aio_options.h"
 #include "zoff/offload/io_request.h"
@@ -43,7 +44,7 @@ struct TierUsage {
 class Tier {
  public:
   virtual ~Tier() = default;
-  virtual std::string name() const = 0;  // "cpu", "cpu_pinned", "nvme"
+  virtual std::string name() const = 0;  // "cpu", "cpu_pinned", "nvme", "nvme_striped"
   virtual bool is_host() const = 0;
   virtual size_t alignment() const = 0;  // 64 for host tiers, 4096 for nvme
   // A region of `bytes` bytes, zero-filled. `name` is unique within the tier ([a-z0-9_.]+;
@@ -68,5 +69,17 @@ std::unique_ptr<Tier> make_host_tier(bool lock);
 // A bad `dir` (not a directory, not writable) throws zoff::UsageError naming it.
 std::unique_ptr<Tier> make_nvme_tier(const std::string& dir, const std::string& owner,
                                      const AioOptions& aio);
+
+// Bytes per stripe of the striped tier: large enough that a sub-group's transfer stays a few
+// big requests per drive, small enough that a 40 MB sub-group spreads over every drive.
+inline constexpr size_t kDefaultStripeBytes = size_t{1} << 20;
+
+// One NVMe tier per directory in `dirs` (two or more, distinct), each region striped over
+// them in `stripe_bytes` stripes (a multiple of 4096): stripe i of a region lives in
+// `<dirs[i % N]>/<owner>.<region>.swp`. Same rules, locks and cleanup as make_nvme_tier in
+// each directory; a transfer touching several stripes completes when all its parts have.
+std::unique_ptr<Tier> make_striped_nvme_tier(const std::vector<std::string>& dirs,
+                                             const std::string& owner, const AioOptions& aio,
+                                             size_t stripe_bytes = kDefaultStripeBytes);
 
 }  // namespace zoff::offload
