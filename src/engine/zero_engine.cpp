@@ -96,13 +96,6 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
       std::make_unique<ReplicatedStates>(plan_.frozen, plan_.buffers, comm_, compute_dtype_);
   replicated_->broadcast_from_rank0();
   setup_reducer();
-  if (!tiered_) {
-    // Stage 0's whole-buffer int8 states restart their blocks at every rank's shard: each
-    // rank's slice is then self-contained, checkpointed like a stage-1 rank's own states.
-    optimizer_ = optim::make_shard_optimizer(
-        config_.optimizer, static_cast<size_t>(master_.numel()), options_.optimizer_backend,
-        options_.optimizer_threads, static_cast<size_t>(shard_.size));
-  }
   if (placement_.precision == placement::Precision::kFp16) {
     scaler_ = std::make_unique<LossScaler>(config_.fp16);
   }
@@ -116,7 +109,7 @@ ZeroEngine::~ZeroEngine() {
   if (overlapping_) abandon_overlapped_step();
   // Their reads and writes land in the nvme tiers' regions: they go before the tiers.
   gatherer_.reset();
-  tiered_.reset();
+  store_.reset();
 }
 
 // The placement with what only the module tells: the compute device, this rank's shard (for
@@ -167,12 +160,14 @@ void ZeroEngine::setup_buffers() {
     master_ = placement_.master_is_params
                   ? params_->flat()
                   : fp32_buffer(layout_->padded_numel(), offload_device_, placement_.pin_memory);
+    setup_memory_store();
     return;
   }
   if (placement_.optimizer_on_disk()) {
     setup_tiered();  // the master lives in the tier; the compute shard is its own buffer
   } else {
     master_ = fp32_buffer(layout_->shard_size(), offload_device_, placement_.pin_memory);
+    setup_memory_store();
   }
   // On an accelerator the shard the optimizer writes stays in host memory: the publish
   // gathers it there and copies the whole parameters to the device once.
@@ -238,17 +233,23 @@ torch::TensorOptions ZeroEngine::host_buffer_options(torch::ScalarType dtype) co
 // optimizer states of this rank's shard space live in its files.
 void ZeroEngine::setup_tiered() {
   const auto& offload = config_.zero.offload_optimizer;
-  tier_ = placement::make_tier(placement_.optimizer, "zoff_rank" + std::to_string(comm_->rank()),
-                               placement::aio_options(config_.aio));
   SubGroupOptions sub_groups;
   sub_groups.sub_group_elems = config_.zero.sub_group_size;
   sub_groups.buffer_count = offload.buffer_count;
   sub_groups.grads_in_tier = placement_.grads == placement::GradStore::kDisk;
   sub_groups.grads_streamed = placement_.grads == placement::GradStore::kStreamed;
   sub_groups.stream_buffers = offload.stream_buffers;
-  tiered_ =
-      std::make_unique<TieredOptimizer>(*tier_, config_.optimizer, options_.optimizer_threads,
-                                        static_cast<size_t>(layout_->shard_size()), sub_groups);
+  store_ = make_tiered_master_store(
+      placement_.optimizer, "zoff_rank" + std::to_string(comm_->rank()), config_,
+      options_.optimizer_threads, static_cast<size_t>(layout_->shard_size()), sub_groups);
+}
+
+// The master in memory (master_) and the optimizer over it. Stage 0's whole-buffer int8
+// states restart their blocks at every rank's shard: each rank's slice is then
+// self-contained, checkpointed like a stage-1 rank's own states.
+void ZeroEngine::setup_memory_store() {
+  store_ = make_memory_master_store(master_, config_.optimizer, options_.optimizer_backend,
+                                    options_.optimizer_threads, static_cast<size_t>(shard_.size));
 }
 
 // A reduced bucket's shard range, into the gradient region: the last micro-batch also
@@ -256,9 +257,8 @@ void ZeroEngine::setup_tiered() {
 void ZeroEngine::on_grad_piece(int64_t offset, const torch::Tensor& piece, bool first) {
   const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
   const int divide_by = boundary ? comm_->size() : 1;
-  const double squares =
-      tiered_->accumulate_grads(static_cast<size_t>(offset), piece.data_ptr<float>(),
-                                static_cast<size_t>(piece.numel()), first, divide_by);
+  const double squares = store_->take_grads(static_cast<size_t>(offset), piece.data_ptr<float>(),
+                                            static_cast<size_t>(piece.numel()), first, divide_by);
   if (boundary) grad_squares_ += squares;
 }
 
@@ -273,7 +273,7 @@ std::unique_ptr<UnitPieces> ZeroEngine::make_unit_pieces() {
   const size_t element_bytes = c10::elementSize(compute_dtype_);
   param_region_ =
       param_tier_->allocate("params", static_cast<size_t>(layout_->shard_size()) * element_bytes);
-  tiered_->set_output_region(param_region_.get(), element_bytes);
+  store_->tiered()->set_output_region(param_region_.get(), element_bytes);
   return make_tier_unit_pieces(*layout_, *param_region_, param_tier_->alignment(), compute_dtype_,
                                config_.zero.offload_param.max_in_cpu);
 }
@@ -327,17 +327,12 @@ void ZeroEngine::load_unit_values() {
     comm_->broadcast(values, 0)->wait();
     // This rank's piece of the unit (stages 1-3; empty at stage 0, which is not sharded).
     const auto mine = values.narrow(0, rank * unit.shard_size, unit.shard_size);
-    if (stage() == 0) {
-      if (!placement_.master_is_params)
-        master_.narrow(0, unit.offset, unit.padded_numel).copy_(values);
-    } else {
-      if (tiered_) {
-        tiered_->append_master(static_cast<size_t>(unit.shard_offset),
-                               mine.contiguous().data_ptr<float>(),
-                               static_cast<size_t>(unit.shard_size));
-      } else {
-        master_.narrow(0, unit.shard_offset, unit.shard_size).copy_(mine);
-      }
+    if (stage() > 0) {
+      store_->fill(static_cast<size_t>(unit.shard_offset), mine.contiguous().data_ptr<float>(),
+                   static_cast<size_t>(unit.shard_size));
+    } else if (!placement_.master_is_params) {
+      store_->fill(static_cast<size_t>(unit.offset), values.data_ptr<float>(),
+                   static_cast<size_t>(unit.padded_numel));
     }
     if (gatherer_) {
       gatherer_->fill_unit(u, values.to(compute_dtype_));
@@ -352,7 +347,7 @@ void ZeroEngine::load_unit_values() {
       }
     }
   }
-  if (tiered_) tiered_->finish_master();
+  store_->finish_fill();
   if (gatherer_) gatherer_->finish_fill();
   if (shared_params_) comm_->barrier();  // every rank's pieces are written
   if (params_) params_->bind_parameters(trainable_);
@@ -500,7 +495,7 @@ void ZeroEngine::clip_and_measure(const torch::Tensor& grads, std::optional<doub
     const double coef = config_.gradient_clipping / (stats->grad_norm + 1e-6);
     if (coef < 1.0) {
       if (!placement_.grads_in_memory()) {
-        tiered_->set_grad_scale(coef);  // applied as each sub-group's gradients are read
+        store_->set_grad_scale(coef);  // applied as each sub-group's gradients are read
       } else {
         grads.mul_(coef);
       }
@@ -604,24 +599,21 @@ optim::CopyOut ZeroEngine::compute_copy_out() const {
 // One fused optimizer pass over the master; with 16-bit compute it also writes the
 // rounded parameters into `out16` (master_.numel() 16-bit elements) in the same pass.
 void ZeroEngine::update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16) {
-  optim::CopyOut copy_out = compute_copy_out();
-  uint16_t* out = nullptr;
-  if (copy_out != optim::CopyOut::kNone) {
-    // Undefined when the stage-3 pieces live in the nvme tier (the step writes them there).
-    if (out16.defined()) out = reinterpret_cast<uint16_t*>(out16.data_ptr());
-  }
-  if (tiered_) {
-    if (overlapping_) {
-      overlapping_ = false;
-      tiered_->finish_step();  // began with backward, at the same lr
-      return;
-    }
-    float* out32 = nullptr;
-    tiered_outputs(&copy_out, &out, &out32);
-    tiered_->step(grads.defined() ? grads.data_ptr<float>() : nullptr, lr, copy_out, out, out32);
+  if (overlapping_) {
+    overlapping_ = false;
+    store_->finish_step();  // began with backward, at the same lr
     return;
   }
-  optimizer_->step(master_.data_ptr<float>(), grads.data_ptr<float>(), lr, copy_out, out);
+  StepOutput out;
+  if (placement_.optimizer_on_disk()) {
+    out = disk_step_output();
+  } else {
+    out.copy_out = compute_copy_out();
+    if (out.copy_out != optim::CopyOut::kNone && out16.defined()) {
+      out.out16 = reinterpret_cast<uint16_t*>(out16.data_ptr());
+    }
+  }
+  store_->step(grads.defined() ? grads.data_ptr<float>() : nullptr, lr, out);
 }
 
 // Note: the overlapped step. The optimizer's worker thread starts the step before the last
@@ -632,39 +624,35 @@ void ZeroEngine::update_master(const torch::Tensor& grads, double lr, const torc
 // measures the norm (read only) and waits for the sub-groups left. Exact: same kernels,
 // same values, same lr (the schedule's value for this step is known before backward).
 void ZeroEngine::begin_overlapped_step() {
-  optim::CopyOut copy_out = optim::CopyOut::kNone;
-  uint16_t* out16 = nullptr;
-  float* out32 = nullptr;
-  tiered_outputs(&copy_out, &out16, &out32);
   const double lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
   const auto grads = reducer_->reduced_grads();  // undefined: the gradients are in the tier
-  tiered_->begin_step(grads.defined() ? grads.data_ptr<float>() : nullptr, lr, copy_out, out16,
-                      out32);
+  store_->begin_step(grads.defined() ? grads.data_ptr<float>() : nullptr, lr, disk_step_output());
   overlapping_ = true;
 }
 
-// Where the nvme step's compute-dtype copy goes: the shard space in memory (fp32: the new
+// Where the disk step's compute-dtype copy goes: the shard space in memory (fp32: the new
 // master itself, since the master is not in memory), or nowhere when the parameter pieces
-// live in the nvme tier too (the optimizer writes them there itself).
-void ZeroEngine::tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, float** out32) {
-  *copy_out = compute_copy_out();
-  if (!shard_space_.defined()) return;
+// live on disk too (the optimizer writes them there itself).
+StepOutput ZeroEngine::disk_step_output() {
+  StepOutput out;
+  out.copy_out = compute_copy_out();
+  if (!shard_space_.defined()) return out;
   if (compute_dtype_ == torch::kFloat32) {
-    *out32 = shard_space_.data_ptr<float>();
+    out.out32 = shard_space_.data_ptr<float>();
   } else {
-    *out16 = reinterpret_cast<uint16_t*>(shard_space_.data_ptr());
+    out.out16 = reinterpret_cast<uint16_t*>(shard_space_.data_ptr());
   }
+  return out;
 }
 
 void ZeroEngine::on_shard_final(int64_t offset, int64_t size) {
   // Streamed gradients: accumulate_grads submitted each complete sub-group itself.
   if (!overlapping_ || size == 0 || (placement_.grads == placement::GradStore::kStreamed)) return;
   torch::NoGradGuard no_grad;
-  if (comm_->size() > 1 &&
-      !!placement_.grads_in_memory()) {  // in the tier: divided as it was written
+  if (comm_->size() > 1 && placement_.grads_in_memory()) {  // in the tier: divided as written
     reducer_->reduced_grads().narrow(0, offset, size).div_(static_cast<double>(comm_->size()));
   }
-  tiered_->grads_final(static_cast<size_t>(offset), static_cast<size_t>(size));
+  store_->grads_final(static_cast<size_t>(offset), static_cast<size_t>(size));
 }
 
 // A backward that failed after sub-groups were updated: finish nothing more, and refuse to
@@ -672,7 +660,7 @@ void ZeroEngine::on_shard_final(int64_t offset, int64_t size) {
 void ZeroEngine::abandon_overlapped_step() {
   overlapping_ = false;
   try {
-    tiered_->abandon_step();
+    store_->abandon_step();
   } catch (...) {
   }
   tier_damaged_ =
@@ -715,7 +703,7 @@ void ZeroEngine::publish_shard() {
     if (fp32 && !placement_.master_is_params) params_->flat().copy_(master_, /*non_blocking=*/true);
     return;
   }
-  if (fp32 && !tiered_ && !shard_space_.is_same(master_)) {
+  if (fp32 && master_.defined() && !shard_space_.is_same(master_)) {
     shard_space_.copy_(master_, /*non_blocking=*/true);
   }
   if (gatherer_) {
@@ -738,8 +726,7 @@ void ZeroEngine::update_shared_params(const torch::Tensor& grads, double lr) {
   const auto update_start = Clock::now();
   {
     RECORD_USER_SCOPE("zoff::optimizer_step");
-    optimizer_->step_scattered(master_.data_ptr<float>(), grads.data_ptr<float>(), lr,
-                               compute_copy_out(), own_pieces_);
+    store_->step_scattered(grads.data_ptr<float>(), lr, compute_copy_out(), own_pieces_);
   }
   times_.optimizer_ms += ms_since(update_start);
   RECORD_USER_SCOPE("zoff::publish_params");
@@ -824,18 +811,14 @@ MemoryStats ZeroEngine::memory() const {
   m.compute.buffers += reducer_->buffer_bytes() + replicated_->buffer_bytes();
   TierBytes& tier = placement_.offloaded() ? m.offload : m.compute;
   tier.grads += reducer_->shard_grad_bytes();
-  if (tiered_) {
-    m.nvme.master = tiered_->disk_bytes() - tiered_->state_disk_bytes();
-    m.nvme.optim = tiered_->state_disk_bytes();
-    m.nvme.grads = tiered_->grad_disk_bytes();
-    // The sub-group staging in host memory; int8 scales are the states' own bytes.
-    tier.buffers += tiered_->host_bytes() - tiered_->scale_bytes();
-    tier.optim = tiered_->scale_bytes();
-  } else {
-    const bool master_counted = placement_.master_is_params;  // counted as the parameters
-    tier.master = master_counted ? 0 : static_cast<size_t>(master_.numel()) * sizeof(float);
-    tier.optim = optimizer_->state_bytes();
-  }
+  const StoreBytes store = store_->bytes();
+  m.nvme.master = store.disk_master;
+  m.nvme.optim = store.disk_states;
+  m.nvme.grads = store.disk_grads;
+  tier.buffers += store.host_buffers;  // a disk store's sub-group staging
+  // With placement_.master_is_params the master is counted as the parameters.
+  tier.master = placement_.master_is_params ? 0 : store.memory_master;
+  tier.optim = store.memory_states;
   m.activations = meter_.kept_bytes();
   return m;
 }

@@ -17,6 +17,7 @@
 #include "zoff/engine/activation_meter.h"
 #include "zoff/engine/grad_reducer.h"
 #include "zoff/engine/loss_scaler.h"
+#include "zoff/engine/master_store.h"
 #include "zoff/engine/memory_stats.h"
 #include "zoff/engine/replicated_states.h"
 #include "zoff/engine/step_times.h"
@@ -54,28 +55,6 @@ struct EngineOptions {
   // layers, say, where they sit deeper than that.
   std::vector<const torch::nn::Module*> unit_modules;
 };
-
-// One section of a rank's checkpointed state as stored ("master", "exp_avg", and with int8
-// states "exp_avg.scales"...): `numel` elements of `dtype` (a rank-file dtype: "F32", "BF16"
-// for bf16 bit patterns, "I8" / "U8" for int8 codes), copied in ranges so a section on disk
-// never has to be whole in memory. read/write take (element offset, count, host pointer to
-// count elements of dtype). Int8 scales ("<state>.scales", F32) hold one scale per
-// optim::kStateBlock elements of their state, block 0 at the shard's element 0.
-struct StateSection {
-  std::string name;
-  std::string dtype = "F32";
-  int64_t numel = 0;
-  std::function<void(int64_t, int64_t, void*)> read;
-  std::function<void(int64_t, int64_t, const void*)> write;
-};
-
-// Bytes per element of a StateSection dtype ("F32" 4, "BF16" 2, "I8"/"U8" 1); another name
-// throws zoff::UsageError naming it.
-size_t section_element_bytes(const std::string& dtype);
-
-// True for the StateSection dtypes of int8 codes ("I8" signed, for exp_avg; "U8" unsigned,
-// for exp_avg_sq), which need their block scales and the map that wrote them to decode.
-bool is_int8_code_dtype(const std::string& dtype);
 
 // What one optimizer step did.
 struct StepStats {
@@ -160,9 +139,9 @@ class ZeroEngine {
   // The in-memory optimizer (not with offload_optimizer.device = nvme: see tiered()).
   optim::ShardOptimizer& optimizer();
   // The NVMe-streamed optimizer, or nullptr.
-  const TieredOptimizer* tiered() const { return tiered_.get(); }
+  const TieredOptimizer* tiered() const { return store_->tiered(); }
   // "io_uring, O_DIRECT"-style description of the disk tier's I/O, or "" without one.
-  std::string nvme_io() const { return tiered_ ? tier_->io_description() : std::string(); }
+  std::string nvme_io() const { return store_->io_description(); }
   const LossScaler* loss_scaler() const { return scaler_.get(); }
   LossScaler* loss_scaler() { return scaler_.get(); }
   const ReplicatedStates& replicated() const { return *replicated_; }
@@ -201,9 +180,10 @@ class ZeroEngine {
   void setup_buffers();
   void setup_params();
   void setup_tiered();
+  void setup_memory_store();
   void on_grad_piece(int64_t offset, const torch::Tensor& piece, bool first);
   std::unique_ptr<UnitPieces> make_unit_pieces();
-  void tiered_outputs(optim::CopyOut* copy_out, uint16_t** out16, float** out32);
+  StepOutput disk_step_output();
   void load_unit_values();
   torch::Tensor unit_values_fp32(size_t unit) const;
   void check_deferred() const;
@@ -269,12 +249,12 @@ class ZeroEngine {
   // fp32 values the optimizer updates: stage 0 the whole padded buffer (a view of params_
   // in fp32 without offload), stages 1-3 the shard space (shard_space_ itself in fp32
   // when on the same device).
-  torch::Tensor master_;  // with placement_.master_is_params, the compute parameters
+  // The master in memory (undefined on disk; with placement_.master_is_params, the compute
+  // parameters), stepped by store_.
+  torch::Tensor master_;
   std::unique_ptr<GradReducer> reducer_;
-  std::unique_ptr<optim::ShardOptimizer> optimizer_;  // in memory (not with nvme)
-  std::unique_ptr<offload::Tier> tier_;               // the optimizer's disk store
+  std::unique_ptr<MasterStore> store_;  // the master and the optimizer states
   bool deferred_ = false;  // the module came with placeholders (EngineOptions::param_init)
-  std::unique_ptr<TieredOptimizer> tiered_;            // master and states in tier_
   std::unique_ptr<offload::Tier> param_tier_;          // stage 3's pieces on disk
   std::unique_ptr<offload::TierRegion> param_region_;  // this rank's unit pieces in it
   // The nvme step overlapped with the last micro-batch's backward (tiered_optimizer.h):

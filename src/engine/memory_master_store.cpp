@@ -1,0 +1,144 @@
+// The in-memory MasterStore: an fp32 master tensor and a ShardOptimizer stepping it in place.
+#include <cstring>
+
+#include "zoff/core/error.h"
+#include "zoff/engine/master_store.h"
+#include "zoff/optim/state_dtype.h"
+
+namespace zoff::engine {
+namespace {
+
+// A section over `numel` elements of `dtype` in host memory at `data`.
+StateSection memory_section(std::string name, std::string dtype, int64_t numel, void* data) {
+  StateSection s;
+  s.name = std::move(name);
+  s.dtype = std::move(dtype);
+  s.numel = numel;
+  const size_t bytes = section_element_bytes(s.dtype);
+  auto* base = static_cast<char*>(data);
+  s.read = [base, bytes](int64_t offset, int64_t n, void* dst) {
+    std::memcpy(dst, base + static_cast<size_t>(offset) * bytes, static_cast<size_t>(n) * bytes);
+  };
+  s.write = [base, bytes](int64_t offset, int64_t n, const void* src) {
+    std::memcpy(base + static_cast<size_t>(offset) * bytes, src, static_cast<size_t>(n) * bytes);
+  };
+  return s;
+}
+
+// The sections of one stored optimizer state over `numel` elements from element `offset`
+// (stage 0 narrows the whole-buffer state to this rank's shard): fp32 floats, bf16 bits,
+// or int8 codes (signed for exp_avg, unsigned for exp_avg_sq) followed by their scales. An
+// int8 section must be one whole segment of the state's block grid (stage 0's optimizer
+// restarts it at every rank's shard), so its codes and scales stand alone.
+void add_stored_sections(const std::string& name, const optim::StoredState& st, int64_t offset,
+                         int64_t numel, std::vector<StateSection>* out) {
+  const std::string dtype = section_dtype(st.dtype, name);
+  const size_t elem = section_element_bytes(dtype);
+  out->push_back(memory_section(name, dtype, numel, static_cast<char*>(st.data) + offset * elem));
+  if (st.dtype != optim::StateDtype::kInt8) return;
+  const auto segment = static_cast<int64_t>(st.segment_numel);
+  ZOFF_CHECK(segment > 0 && offset % segment == 0 && numel <= segment, "int8 state ", name,
+             ": elements [", offset, ", ", offset + numel, ") are not one segment of ", segment);
+  const size_t first = static_cast<size_t>(offset / segment) * optim::state_blocks(segment);
+  const size_t blocks = optim::state_blocks(static_cast<size_t>(numel));
+  ZOFF_CHECK(first + blocks <= st.num_scales, "int8 state ", name, ": scales ", first, " + ",
+             blocks, " past its ", st.num_scales);
+  out->push_back(
+      memory_section(name + ".scales", "F32", static_cast<int64_t>(blocks), st.scales + first));
+}
+
+// Every rank's piece ([rank * n, + n) of n = size() equal pieces) to every rank, after each
+// loaded its own. Any dtype: the bytes move as they are.
+void gather_pieces(dist::Comm& comm, void* data, int64_t piece_numel, torch::ScalarType dtype) {
+  const int64_t world = comm.size();
+  auto whole = torch::from_blob(data, {world * piece_numel}, dtype);
+  auto mine = whole.narrow(0, comm.rank() * piece_numel, piece_numel).clone();
+  comm.all_gather(mine, whole)->wait();
+}
+
+// The same for one stored optimizer state, whose segments are the ranks' slices.
+void gather_stored(dist::Comm& comm, const optim::StoredState& st, int64_t slice_numel) {
+  switch (st.dtype) {
+    case optim::StateDtype::kFp32:
+      gather_pieces(comm, st.data, slice_numel, torch::kFloat32);
+      return;
+    case optim::StateDtype::kBf16:
+      gather_pieces(comm, st.data, slice_numel, torch::kInt16);
+      return;
+    case optim::StateDtype::kInt8:
+      ZOFF_CHECK(st.segment_numel == static_cast<size_t>(slice_numel),
+                 "int8 state: block segments of ", st.segment_numel, " elements, not the slice's ",
+                 slice_numel);
+      gather_pieces(comm, st.data, slice_numel, torch::kUInt8);
+      gather_pieces(comm, st.scales,
+                    static_cast<int64_t>(optim::state_blocks(static_cast<size_t>(slice_numel))),
+                    torch::kFloat32);
+      return;
+  }
+}
+
+class MemoryMasterStore : public MasterStore {
+ public:
+  MemoryMasterStore(torch::Tensor master, std::unique_ptr<optim::ShardOptimizer> optimizer)
+      : master_(std::move(master)), optimizer_(std::move(optimizer)) {}
+
+  size_t numel() const override { return static_cast<size_t>(master_.numel()); }
+  void fill(size_t offset, const float* values, size_t n) override {
+    std::memcpy(master_.data_ptr<float>() + offset, values, n * sizeof(float));
+  }
+  void finish_fill() override {}
+
+  void step(const float* grads, double lr, const StepOutput& out) override {
+    optimizer_->step(master_.data_ptr<float>(), grads, lr, out.copy_out, out.out16);
+  }
+  void step_scattered(const float* grads, double lr, optim::CopyOut copy_out,
+                      const optim::CopyOutPieces& pieces) override {
+    optimizer_->step_scattered(master_.data_ptr<float>(), grads, lr, copy_out, pieces);
+  }
+
+  std::vector<StateSection> sections(int64_t offset, int64_t numel) override {
+    std::vector<StateSection> out;
+    out.push_back(memory_section("master", "F32", numel, master_.data_ptr<float>() + offset));
+    for (auto& [name, st] : optimizer_->stored_state_buffers()) {
+      add_stored_sections(name, st, offset, numel, &out);
+    }
+    return out;
+  }
+  void share_slices(dist::Comm& comm, int64_t slice_numel) override {
+    for (auto& [name, st] : optimizer_->stored_state_buffers()) {
+      gather_stored(comm, st, slice_numel);
+    }
+    gather_pieces(comm, master_.data_ptr<float>(), slice_numel, torch::kFloat32);
+  }
+  void read_master(size_t offset, size_t n, float* dst) override {
+    std::memcpy(dst, master_.data_ptr<float>() + offset, n * sizeof(float));
+  }
+  void set_step_count(int64_t applied_steps) override { optimizer_->set_step_count(applied_steps); }
+  StoreBytes bytes() const override {
+    StoreBytes b;
+    b.memory_master = numel() * sizeof(float);
+    b.memory_states = optimizer_->state_bytes();
+    return b;
+  }
+  torch::Tensor master() const override { return master_; }
+  optim::ShardOptimizer* memory_optimizer() override { return optimizer_.get(); }
+
+ private:
+  torch::Tensor master_;
+  std::unique_ptr<optim::ShardOptimizer> optimizer_;
+};
+
+}  // namespace
+
+std::unique_ptr<MasterStore> make_memory_master_store(torch::Tensor master,
+                                                      const optim::OptimizerOptions& options,
+                                                      optim::OptimizerBackend backend, int threads,
+                                                      size_t segment_numel) {
+  ZOFF_CHECK(master.scalar_type() == torch::kFloat32 && master.is_contiguous() && master.is_cpu(),
+             "master store: the master must be a contiguous fp32 tensor in host memory");
+  auto optimizer = optim::make_shard_optimizer(options, static_cast<size_t>(master.numel()),
+                                               backend, threads, segment_numel);
+  return std::make_unique<MemoryMasterStore>(std::move(master), std::move(optimizer));
+}
+
+}  // namespace zoff::engine
