@@ -13,6 +13,7 @@
 #include "zoff/core/error.h"
 #include "zoff/core/heap_policy.h"
 #include "zoff/core/process_memory.h"
+#include "zoff/engine/grad_stats.h"
 #include "zoff/optim/gradient_kernels.h"
 #include "zoff/placement/store_tier.h"
 
@@ -153,12 +154,12 @@ void ZeroEngine::setup_buffers() {
   if (stage() <= 2) setup_params();
   // One copy per host in 16 bits, the optimizer's master in memory, no delayed update: the
   // fused pass writes this rank's pieces of the copy itself, and no 16-bit shard is kept.
-  params_in_step_ =
-      shared_params_ && !fp32 && !placement_.optimizer_on_disk() && !placement_.delayed_update;
-  if (params_in_step_) own_pieces_ = shared_param_pieces();
+  params_in_step_ = whole_ && whole_->shared() && !fp32 && !placement_.optimizer_on_disk() &&
+                    !placement_.delayed_update;
+  if (params_in_step_) own_pieces_ = whole_->own_pieces();
   if (stage() == 0) {
     master_ = placement_.master_is_params
-                  ? params_->flat()
+                  ? whole_->flat()
                   : fp32_buffer(layout_->padded_numel(), offload_device_, placement_.pin_memory);
     setup_memory_store();
     return;
@@ -193,32 +194,16 @@ void ZeroEngine::setup_buffers() {
   }
 }
 
-// Stages 0-2's whole compute parameters. At stages 1-2 with every rank on this host, one
-// copy mapped by all of them when the transport can share memory: each rank writes its
-// own pieces and reads the others' in place (no all-gather), and the host holds the
-// parameters once. Stage 0 keeps a copy per rank (each rank updates all of it).
+// Stages 0-2's whole compute parameters (whole_params.h).
 void ZeroEngine::setup_params() {
-  if (placement_.params_per_host) {
-    std::string why_not;
-    auto shared = comm_->shared_tensor(layout_->padded_numel(), compute_dtype_, &why_not);
-    if (shared.defined()) {
-      params_ = std::make_unique<partition::FlatBuffer>(layout_->slots(), std::move(shared));
-      shared_params_ = true;
-      return;
-    }
-    if (comm_->rank() == 0 && comm_->backend() == "shm") {
-      std::fprintf(stderr,
-                   "zoff: one copy of the parameters per host is not possible (%s): "
-                   "each rank keeps its own\n",
-                   why_not.c_str());
-    }
-  }
-  params_ = std::make_unique<partition::FlatBuffer>(layout_->slots(), layout_->padded_numel(),
-                                                    compute_dtype_, compute_device_);
-  // The all-gather's target on an accelerator: the host transports gather in host memory.
-  if (on_device()) {
-    host_params_ = torch::zeros({layout_->padded_numel()}, host_buffer_options(compute_dtype_));
-  }
+  WholeParamsOptions wo;
+  wo.dtype = compute_dtype_;
+  wo.device = compute_device_;
+  wo.per_host = placement_.params_per_host;
+  wo.on_device = on_device();
+  if (on_device()) wo.host_options = host_buffer_options(compute_dtype_);
+  wo.transfer = transfer_.get();
+  whole_ = std::make_unique<WholeParams>(*layout_, comm_, wo);
 }
 
 // Host buffers the device copies to and from: page-locked with offload_optimizer.pin_memory
@@ -337,11 +322,7 @@ void ZeroEngine::load_unit_values() {
     if (gatherer_) {
       gatherer_->fill_unit(u, values.to(compute_dtype_));
     } else {
-      if (shared_params_) {  // the other pieces are the other ranks' to write
-        params_->range(unit.piece_offset(rank), unit.shard_size).copy_(mine);
-      } else {
-        params_->range(unit.offset, unit.padded_numel).copy_(values);
-      }
+      whole_->fill_unit(u, values, mine);
       if (stage() >= 1 && shard_space_.defined() && !shard_space_.is_same(master_)) {
         shard_space_.narrow(0, unit.shard_offset, unit.shard_size).copy_(mine);
       }
@@ -349,8 +330,7 @@ void ZeroEngine::load_unit_values() {
   }
   store_->finish_fill();
   if (gatherer_) gatherer_->finish_fill();
-  if (shared_params_) comm_->barrier();  // every rank's pieces are written
-  if (params_) params_->bind_parameters(trainable_);
+  if (whole_) whole_->bind(trainable_);
   if (gatherer_) gatherer_->bind_parameters(trainable_);
 }
 
@@ -387,7 +367,7 @@ void ZeroEngine::setup_delayed_update() {
   dpu_out_ = torch::empty({master_.numel()}, torch::TensorOptions().dtype(compute_dtype_));
 }
 
-torch::Tensor ZeroEngine::flat_params() const { return params_ ? params_->flat() : shard_space_; }
+torch::Tensor ZeroEngine::flat_params() const { return whole_ ? whole_->flat() : shard_space_; }
 
 void ZeroEngine::backward(const torch::Tensor& loss) {
   ZOFF_CHECK_ARG(loss.numel() == 1, "engine.backward: loss has ", loss.numel(),
@@ -430,17 +410,10 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
   times_.backward_ms += ms_since(start);
 }
 
-bool ZeroEngine::any_overflow(const torch::Tensor& grads) {
-  // Every rank sees a different shard: agree on the verdict so all skip together.
-  auto flag = torch::isfinite(grads).all().logical_not().to(torch::kFloat64).reshape({1});
-  if (comm_->size() > 1) comm_->all_reduce_sum(flag)->wait();
-  return flag.item<double>() > 0.0;
-}
-
 // fp16: an overflow skips the step on every rank (and halves the scale); else unscales.
 bool ZeroEngine::skip_overflowed_step(const torch::Tensor& grads, StepStats* stats) {
   stats->loss_scale = scaler_->scale();
-  if (!any_overflow(grads)) {
+  if (!any_rank_overflowed(*comm_, grads)) {
     grads.mul_(1.0 / (static_cast<double>(comm_->size()) * scaler_->scale()));
     return false;
   }
@@ -454,30 +427,6 @@ bool ZeroEngine::skip_overflowed_step(const torch::Tensor& grads, StepStats* sta
   return true;
 }
 
-namespace {
-// The flat fp32 gradient the step reads, as the raw span the gradient kernels take.
-float* gradient_span(const torch::Tensor& grads) {
-  ZOFF_CHECK(grads.scalar_type() == torch::kFloat32 && grads.is_contiguous() && grads.is_cpu(),
-             "the reduced gradient must be a contiguous fp32 tensor in host memory, not ",
-             grads.scalar_type(), " on ", grads.device());
-  return grads.data_ptr<float>();
-}
-}  // namespace
-
-// The sum of every rank's `local` squares, added in rank order: the fp64 sums of exact
-// squares are not exact, so a transport's own all-reduce order (Gloo's ring) would change the
-// norm's last bits; gathering one number per rank costs the same as reducing it.
-double ZeroEngine::global_squares(double local) const {
-  if (comm_->size() == 1) return local;
-  auto mine = torch::tensor({local}, torch::kFloat64);
-  auto all = torch::empty({comm_->size()}, torch::kFloat64);
-  comm_->all_gather(mine, all)->wait();
-  const double* each = all.data_ptr<double>();
-  double total = 0;
-  for (int64_t r = 0; r < all.numel(); ++r) total += each[r];
-  return total;
-}
-
 void ZeroEngine::clip_and_measure(const torch::Tensor& grads, std::optional<double> squares,
                                   StepStats* stats) {
   // Global gradient norm: the shards are disjoint, so the squares add up across ranks.
@@ -489,10 +438,9 @@ void ZeroEngine::clip_and_measure(const torch::Tensor& grads, std::optional<doub
                   ? grad_squares_
                   : optim::sum_squares(gradient_span(grads), static_cast<size_t>(grads.numel()));
   }
-  stats->grad_norm = std::sqrt(stage() > 0 ? global_squares(*squares) : *squares);
+  stats->grad_norm = std::sqrt(stage() > 0 ? sum_in_rank_order(*comm_, *squares) : *squares);
   if (config_.gradient_clipping > 0.0) {
-    // Same rule as torch::nn::utils::clip_grad_norm_.
-    const double coef = config_.gradient_clipping / (stats->grad_norm + 1e-6);
+    const double coef = clip_coefficient(config_.gradient_clipping, stats->grad_norm);
     if (coef < 1.0) {
       if (!placement_.grads_in_memory()) {
         store_->set_grad_scale(coef);  // applied as each sub-group's gradients are read
@@ -580,7 +528,7 @@ void ZeroEngine::finish_step() {
 // The compute-dtype tensor over the optimizer's elements: the whole flat parameters at
 // stage 0, this rank's shard space at stages 1-3.
 torch::Tensor ZeroEngine::optimizer_output() const {
-  return stage() == 0 ? params_->flat() : shard_space_;
+  return stage() == 0 ? whole_->flat() : shard_space_;
 }
 
 // Where the fused pass writes the 16-bit copy of the updated master.
@@ -700,7 +648,7 @@ void ZeroEngine::publish_shard() {
   torch::NoGradGuard no_grad;
   const bool fp32 = compute_dtype_ == torch::kFloat32;
   if (stage() == 0) {
-    if (fp32 && !placement_.master_is_params) params_->flat().copy_(master_, /*non_blocking=*/true);
+    if (fp32 && !placement_.master_is_params) whole_->flat().copy_(master_, /*non_blocking=*/true);
     return;
   }
   if (fp32 && master_.defined() && !shard_space_.is_same(master_)) {
@@ -708,17 +656,15 @@ void ZeroEngine::publish_shard() {
   }
   if (gatherer_) {
     gatherer_->refresh_whole_units();
-  } else if (shared_params_) {
+  } else {
     // Without a 16-bit shard (params_in_step_): rounded from the master, as the fused pass
     // rounds (nearest even).
-    write_own_pieces(params_in_step_ ? master_ : shard_space_);
-  } else {
-    all_gather_units();
+    whole_->publish(params_in_step_ ? master_ : shard_space_);
   }
 }
 
 // Stages 1-2 with the fused pass writing into the one copy per host: between the same two
-// barriers as write_own_pieces, the optimizer writes this rank's pieces itself.
+// barriers as WholeParams::publish, the optimizer writes this rank's pieces itself.
 void ZeroEngine::update_shared_params(const torch::Tensor& grads, double lr) {
   const auto wait_start = Clock::now();
   comm_->barrier();  // no peer reads the parameters any more
@@ -735,70 +681,22 @@ void ZeroEngine::update_shared_params(const torch::Tensor& grads, double lr) {
   times_.allgather_ms += ms_since(publish_start);
 }
 
-// This rank's pieces of the one copy per host, in shard order (shard offsets increase along
-// the buffer order): where the fused pass writes.
-optim::CopyOutPieces ZeroEngine::shared_param_pieces() const {
-  const int64_t rank = comm_->rank();
-  auto* base = reinterpret_cast<uint16_t*>(params_->flat().data_ptr());
-  std::vector<optim::CopyOutPiece> pieces;
-  for (size_t u : layout_->buffer_order()) {
-    const auto& unit = layout_->units()[u];
-    pieces.push_back({static_cast<size_t>(unit.shard_offset), static_cast<size_t>(unit.shard_size),
-                      base + unit.piece_offset(rank)});
-  }
-  return optim::CopyOutPieces(std::move(pieces), static_cast<size_t>(layout_->shard_size()));
-}
-
-// Stages 1-2 with one copy per host: this rank's pieces of every unit from `shard` (the
-// 16-bit shard space; the fp32 master, rounded, where there is none) into the shared
-// parameters. The first barrier waits until no rank reads the parameters
-// any more (a peer may still be between its backward and its step), the second until every
-// rank has written (the next forward reads all pieces).
-void ZeroEngine::write_own_pieces(const torch::Tensor& shard) {
-  const int64_t rank = comm_->rank();
-  comm_->barrier();
-  for (size_t u : layout_->buffer_order()) {
-    const auto& unit = layout_->units()[u];
-    params_->range(unit.piece_offset(rank), unit.shard_size)
-        .copy_(shard.narrow(0, unit.shard_offset, unit.shard_size));
-  }
-  comm_->barrier();
-}
-
-// Stages 1, 2: every unit's pieces from every rank into the whole parameters. All
-// gathers are issued before the first wait, so Gloo pipelines them.
-void ZeroEngine::all_gather_units() {
-  // On an accelerator: gathered in host memory, then copied to the device in one piece.
-  const torch::Tensor whole = on_device() ? host_params_ : params_->flat();
-  std::vector<dist::WorkPtr> works;
-  for (size_t u : layout_->buffer_order()) {
-    const auto& unit = layout_->units()[u];
-    works.push_back(comm_->all_gather(shard_space_.narrow(0, unit.shard_offset, unit.shard_size),
-                                      whole.narrow(0, unit.offset, unit.padded_numel)));
-  }
-  for (auto& w : works) w->wait();
-  if (on_device()) {
-    transfer_->copy(params_->flat(), host_params_);
-    transfer_->wait();
-  }
-}
-
 MemoryStats ZeroEngine::memory() const {
   MemoryStats m;
   const size_t shard16 =
       shard_space_.defined() ? static_cast<size_t>(shard_space_.nbytes()) : size_t{0};
   const bool shard_is_master = shard_space_.defined() && shard_space_.is_same(master_);
-  if (params_) {
-    m.compute.params = params_->bytes();
-    if (shared_params_) {  // one copy per host: this rank's share of it
-      m.host_shared_params = params_->bytes();
-      m.compute.params = params_->bytes() / static_cast<size_t>(comm_->size());
+  if (whole_) {
+    m.compute.params = whole_->bytes();
+    if (whole_->shared()) {  // one copy per host: this rank's share of it
+      m.host_shared_params = whole_->bytes();
+      m.compute.params = whole_->bytes() / static_cast<size_t>(comm_->size());
     }
     // Stages 1, 2: the shard the optimizer writes, which the publish sends or copies.
     if (shard_space_.defined() && !shard_is_master) {
       (on_device() ? m.offload.buffers : m.compute.buffers) += shard16;
     }
-    if (host_params_.defined()) m.offload.buffers += static_cast<size_t>(host_params_.nbytes());
+    m.offload.buffers += whole_->host_bytes();
   } else {
     m.compute.params = gatherer_->pieces().resident_bytes() + gatherer_->whole_bytes();
     if (param_region_) m.nvme.params = param_region_->bytes();

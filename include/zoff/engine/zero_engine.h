@@ -25,6 +25,7 @@
 #include "zoff/engine/unit_gatherer.h"
 #include "zoff/engine/unit_pieces.h"
 #include "zoff/engine/unit_plan.h"
+#include "zoff/engine/whole_params.h"
 #include "zoff/offload/tier.h"
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/partition/flat_buffer.h"
@@ -189,14 +190,12 @@ class ZeroEngine {
   void check_deferred() const;
   void setup_reducer();
   void setup_delayed_update();
-  bool any_overflow(const torch::Tensor& grads);
   StepStats apply_step();  // step() without its timing
   bool skip_overflowed_step(const torch::Tensor& grads, StepStats* stats);
   // The global norm (and clipping) of the step's gradient; `squares`: the local sum of
   // squares when a pass already computed it.
   void clip_and_measure(const torch::Tensor& grads, std::optional<double> squares,
                         StepStats* stats);
-  double global_squares(double local) const;
   void launch_delayed_update(const torch::Tensor& grads, double lr);
   optim::CopyOut compute_copy_out() const;
   void update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16);
@@ -208,12 +207,8 @@ class ZeroEngine {
   torch::Tensor copy_out_target() const;
   void publish_params();  // publish_shard(), timed into times_.allgather_ms
   void publish_shard();
-  void all_gather_units();
-  // This rank's pieces of every unit, from `shard` (shard order) into the one copy per host.
-  void write_own_pieces(const torch::Tensor& shard);
   // The step with params_in_step_: the fused pass writes own_pieces_ between two barriers.
   void update_shared_params(const torch::Tensor& grads, double lr);
-  optim::CopyOutPieces shared_param_pieces() const;
   void finish_step();
 
   std::shared_ptr<torch::nn::Module> module_;
@@ -227,26 +222,20 @@ class ZeroEngine {
   torch::Device offload_device_ = torch::kCPU;  // where master/states/grad shard live
   // Gradients out to host staging, parameters back in (plain copies on the CPU).
   std::unique_ptr<DeviceTransfer> transfer_;
-  // Compute on an accelerator (stages 1, 2): the whole parameters in host memory, compute
-  // dtype, which the all-gather fills and the device copies from.
-  torch::Tensor host_params_;
   UnitPlan plan_;
   std::vector<torch::Tensor> trainable_;  // plan_.trainable's tensors
   std::unique_ptr<partition::ModelLayout> layout_;
-  std::unique_ptr<partition::FlatBuffer> params_;  // stages 0-2: whole, compute dtype
-  // Stages 1-2, placement_.params_per_host granted by the transport: params_ is one copy
-  // every rank of the host maps (Comm::shared_tensor); each rank writes only its own pieces.
-  bool shared_params_ = false;
-  // ... and with 16-bit parameters, the master in memory and no delayed update, the fused
-  // pass writes this rank's pieces of that copy (own_pieces_) in place of a 16-bit shard:
-  // shard_space_ stays undefined.
+  std::unique_ptr<WholeParams> whole_;  // stages 0-2: whole, compute dtype
+  // One copy per host (whole_->shared()) with 16-bit parameters, the master in memory and no
+  // delayed update: the fused pass writes this rank's pieces of that copy (own_pieces_) in
+  // place of a 16-bit shard: shard_space_ stays undefined.
   bool params_in_step_ = false;
   optim::CopyOutPieces own_pieces_;
   torch::Tensor shard_space_;               // stages 1-3: this rank's pieces, compute dtype
   std::unique_ptr<UnitGatherer> gatherer_;  // stage 3
   std::unique_ptr<ReplicatedStates> replicated_;
   partition::Shard shard_;
-  // fp32 values the optimizer updates: stage 0 the whole padded buffer (a view of params_
+  // fp32 values the optimizer updates: stage 0 the whole padded buffer (a view of whole_
   // in fp32 without offload), stages 1-3 the shard space (shard_space_ itself in fp32
   // when on the same device).
   // The master in memory (undefined on disk; with placement_.master_is_params, the compute
