@@ -40,7 +40,7 @@ run() {
             --config "$OUT/bf16.json" --steps "$STEPS" --log "$log" > "$OUT/${name}_$tag.out" 2>&1 ;;
     nvme) "$bin" train --model gpt --preset small --seed 1 --no-eval --threads 2 \
             --config "$OUT/nvme.json" --steps "$STEPS" --log "$log" > "$OUT/${name}_$tag.out" 2>&1 ;;
-    optim) "$bin" bench optim --params 20000000 --threads 2 --json > "$OUT/optim_$tag.json" ;;
+    optim) "$bin" bench optim --params 10000000 --repeats 3 --threads 2 --json > "$OUT/optim_$tag.json" ;;
   esac
 }
 
