@@ -29,6 +29,7 @@
 #include "zoff/engine/zero_engine.h"
 #include "zoff/models/generate.h"
 #include "zoff/models/widened_products.h"
+#include "zoff/placement/placement.h"
 #include "zoff/report/progress.h"
 #include "zoff/train/model_safetensors.h"
 #include "zoff/train/op_profile.h"
@@ -238,9 +239,14 @@ config::Config load_run_config(const TrainOptions& o, int world_size, bool leade
     for (const auto& w : cfg.warnings) std::fprintf(stderr, "zoff: warning: %s\n", w.c_str());
   }
   cfg.warnings.clear();  // printed: the engine would print them again
-  ZOFF_CHECK_ARG(!o.reference || (!cfg.bf16 && !cfg.fp16.enabled &&
-                                  cfg.zero.offload_optimizer.device == "none"),
-                 "--reference trains plain fp32 LibTorch: drop bf16/fp16/offload from the config");
+  if (o.reference) {
+    placement::PlacementContext ctx;
+    ctx.world = world_size;
+    const placement::Placement p = placement::resolve(cfg, ctx);
+    ZOFF_CHECK_ARG(
+        p.precision == placement::Precision::kFp32 && !p.offloaded(),
+        "--reference trains plain fp32 LibTorch: drop bf16/fp16/offload from the config");
+  }
   if (cfg.bf16) models::bf16_products_widened();  // a bad ZOFF_BF16_PRODUCTS stops the run here
   return cfg;
 }
