@@ -25,18 +25,6 @@ OffloadTier parse_offload(const std::string& name) {
   throw UsageError("offload = \"" + name + "\": must be none, cpu or nvme");
 }
 
-std::string to_string(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kFp16:
-      return "fp16";
-  }
-  return "?";
-}
-
 std::string to_string(OffloadTier t) {
   switch (t) {
     case OffloadTier::kNone:
@@ -60,9 +48,7 @@ namespace {
 placement::Placement stage_placement(int stage, const EstimateOptions& o) {
   placement::Placement p;
   p.stage = stage;
-  p.precision = o.precision == Precision::kFp32   ? placement::Precision::kFp32
-                : o.precision == Precision::kBf16 ? placement::Precision::kBf16
-                                                  : placement::Precision::kFp16;
+  p.precision = o.precision;
   p.states = o.state_dtype;
   const bool offload = o.offload != OffloadTier::kNone;
   p.optimizer.store = !offload                         ? placement::Store::kCompute

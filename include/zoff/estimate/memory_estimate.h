@@ -6,10 +6,12 @@
 #include <string>
 
 #include "zoff/optim/state_dtype.h"
+#include "zoff/placement/placement.h"
 
 namespace zoff::estimate {
 
-enum class Precision { kFp32, kBf16, kFp16 };
+// The compute dtype: the placement's own (its to_string names it).
+using placement::Precision;
 enum class OffloadTier { kNone, kCpu, kNvme };
 // How Adam's m and v are stored (optimizer.state_dtype): the optimizer's own formats
 // (optim/state_dtype.h; parse with optim::parse_state_dtype).
@@ -18,7 +20,6 @@ using optim::StateDtype;
 // "fp32" | "bf16" | "fp16" and "none" | "cpu" | "nvme"; anything else is a UsageError.
 Precision parse_precision(const std::string& name);
 OffloadTier parse_offload(const std::string& name);
-std::string to_string(Precision p);
 std::string to_string(OffloadTier t);
 
 // Bytes of Adam's two states (m and v) over `elems` elements stored as `dtype`: 8 elems,
