@@ -3,7 +3,6 @@
 
 #include "zoff/core/error.h"
 #include "zoff/engine/master_store.h"
-#include "zoff/placement/store_tier.h"
 
 namespace zoff::engine {
 namespace {
@@ -103,39 +102,11 @@ class TieredMasterStore : public MasterStore {
 
 }  // namespace
 
-// What only a disk store can do: a store in memory is asked for it by mistake.
-void MasterStore::step_scattered(const float*, double, optim::CopyOut,
-                                 const optim::CopyOutPieces&) {
-  throw Error("master store: a scattered step needs the master in memory");
-}
-void MasterStore::begin_step(const float*, double, const StepOutput&) {
-  throw Error("master store: the overlapped step needs a disk store");
-}
-void MasterStore::grads_final(size_t, size_t) {
-  throw Error("master store: the overlapped step needs a disk store");
-}
-void MasterStore::finish_step() {
-  throw Error("master store: the overlapped step needs a disk store");
-}
-void MasterStore::abandon_step() {}
-double MasterStore::take_grads(size_t, const float*, size_t, bool, int) {
-  throw Error("master store: gradients are kept by a disk store only");
-}
-void MasterStore::set_grad_scale(double) {
-  throw Error("master store: gradients are kept by a disk store only");
-}
-void MasterStore::share_slices(dist::Comm&, int64_t) {
-  throw Error("master store: stage 0 keeps its states in memory");
-}
-
-std::unique_ptr<MasterStore> make_tiered_master_store(const placement::StorePlace& place,
-                                                      const std::string& owner,
-                                                      const config::Config& config, int threads,
-                                                      size_t numel,
-                                                      const SubGroupOptions& sub_groups) {
-  auto tier = placement::make_tier(place, owner, placement::aio_options(config.aio));
-  return std::make_unique<TieredMasterStore>(std::move(tier), config.optimizer, threads, numel,
-                                             sub_groups);
+std::unique_ptr<MasterStore> make_disk_master_store(std::unique_ptr<offload::Tier> tier,
+                                                    const MasterStoreOptions& options,
+                                                    const optim::OptimizerOptions& optimizer) {
+  return std::make_unique<TieredMasterStore>(std::move(tier), optimizer, options.threads,
+                                             options.numel, options.sub_groups);
 }
 
 }  // namespace zoff::engine

@@ -14,6 +14,7 @@
 #include "zoff/core/heap_policy.h"
 #include "zoff/core/process_memory.h"
 #include "zoff/engine/grad_stats.h"
+#include "zoff/engine/module_values.h"
 #include "zoff/optim/gradient_kernels.h"
 #include "zoff/placement/store_tier.h"
 
@@ -31,28 +32,6 @@ GradMode grad_mode_for_stage(int stage) {
     default:
       return GradMode::kReduceScatterEveryMicroBatch;
   }
-}
-
-torch::Tensor fp32_buffer(int64_t numel, torch::Device where, bool pin) {
-  auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(where);
-  if (pin && where.is_cpu() && torch::cuda::is_available()) opts = opts.pinned_memory(true);
-  return torch::zeros({numel}, opts);
-}
-
-// Every parameter and buffer on one device, the compute device (the CPU when every
-// trainable parameter is a deferred placeholder); a module spread over several is refused
-// in one line, naming the first tensor elsewhere.
-torch::Device module_device(const UnitPlan& plan) {
-  std::optional<std::pair<std::string, torch::Device>> first;
-  for (const auto* group : {&plan.trainable, &plan.frozen, &plan.buffers}) {
-    for (const auto& [name, t] : *group) {
-      if (unit::is_deferred(t)) continue;  // a placeholder has no storage anywhere
-      if (!first) first.emplace(name, t.device());
-      ZOFF_CHECK_ARG(t.device() == first->second, "engine: ", name, " is on ", t.device(), " but ",
-                     first->first, " on ", first->second, ": the module must be on one device");
-    }
-  }
-  return first ? first->second : torch::Device(torch::kCPU);
 }
 
 }  // namespace
@@ -78,9 +57,7 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
   compute_device_ = module_device(plan_);
   if (on_device()) check_device();
   transfer_ = make_device_transfer(compute_device_);
-  check_deferred();
-  deferred_ = std::any_of(plan_.trainable.begin(), plan_.trainable.end(),
-                          [](const auto& item) { return unit::is_deferred(item.second); });
+  check_deferred(plan_, static_cast<bool>(options_.param_init));
   for (auto& [name, t] : plan_.trainable) {
     ZOFF_CHECK_ARG(t.scalar_type() == torch::kFloat32, "parameter ", name, " is ", t.scalar_type(),
                    ": hand the engine an fp32 module (it makes the 16-bit copy itself)");
@@ -90,8 +67,7 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
                                                      stage() >= 1);
   shard_ = {comm_->rank() * layout_->shard_size(), layout_->shard_size()};
   resolve_placement();
-  offload_device_ = placement_.offloaded() ? torch::Device(torch::kCPU) : compute_device_;
-  setup_buffers();
+  setup_states();
   load_unit_values();
   replicated_ =
       std::make_unique<ReplicatedStates>(plan_.frozen, plan_.buffers, comm_, compute_dtype_);
@@ -100,17 +76,18 @@ ZeroEngine::ZeroEngine(std::shared_ptr<torch::nn::Module> module, config::Config
   if (placement_.precision == placement::Precision::kFp16) {
     scaler_ = std::make_unique<LossScaler>(config_.fp16);
   }
-  setup_delayed_update();
-  if (gatherer_) unit::install_hooks(*module_, gatherer_.get());
+  if (placement_.delayed_update) {
+    ZOFF_CHECK(!placement_.master_is_params, "delayed parameter update needs an owned master copy");
+    delayed_ = std::make_unique<DelayedUpdate>(store_->master(), compute_dtype_);
+  }
 }
 
 ZeroEngine::~ZeroEngine() {
-  if (gatherer_) unit::remove_hooks(*module_);
-  if (pending_update_.valid()) pending_update_.wait();
-  if (overlapping_) abandon_overlapped_step();
-  // Their reads and writes land in the nvme tiers' regions: they go before the tiers.
-  gatherer_.reset();
+  delayed_.reset();  // waits for an update still running
+  if (sink_) sink_->abort_backward();
+  // The store's writes land in stage 3's parameter tier, which params_ owns: it goes first.
   store_.reset();
+  params_.reset();
 }
 
 // The placement with what only the module tells: the compute device, this rank's shard (for
@@ -148,154 +125,52 @@ void ZeroEngine::check_device() const {
                  ": zoff computes on the CPU or a CUDA GPU; move the module there");
 }
 
-// Allocates the compute parameters and the fp32 master in their tiers (values come next).
-void ZeroEngine::setup_buffers() {
-  const bool fp32 = compute_dtype_ == torch::kFloat32;
-  if (stage() <= 2) setup_params();
-  // One copy per host in 16 bits, the optimizer's master in memory, no delayed update: the
-  // fused pass writes this rank's pieces of the copy itself, and no 16-bit shard is kept.
-  params_in_step_ = whole_ && whole_->shared() && !fp32 && !placement_.optimizer_on_disk() &&
-                    !placement_.delayed_update;
-  if (params_in_step_) own_pieces_ = whole_->own_pieces();
-  if (stage() == 0) {
-    master_ = placement_.master_is_params
-                  ? whole_->flat()
-                  : fp32_buffer(layout_->padded_numel(), offload_device_, placement_.pin_memory);
-    setup_memory_store();
-    return;
-  }
-  if (placement_.optimizer_on_disk()) {
-    setup_tiered();  // the master lives in the tier; the compute shard is its own buffer
-  } else {
-    master_ = fp32_buffer(layout_->shard_size(), offload_device_, placement_.pin_memory);
-    setup_memory_store();
-  }
-  // On an accelerator the shard the optimizer writes stays in host memory: the publish
-  // gathers it there and copies the whole parameters to the device once.
-  const torch::Device shard_home = on_device() ? torch::Device(torch::kCPU) : compute_device_;
-  if (master_.defined() && fp32 && offload_device_ == shard_home) {
-    // The optimizer updates the shard the model's copy comes from (at stage 3 the pieces
-    // the model gathers: placement_.master_is_params).
-    shard_space_ = master_;
-  } else if (!placement_.params_on_disk() && !params_in_step_) {
-    shard_space_ = torch::zeros(
-        {layout_->shard_size()},
-        on_device() ? host_buffer_options(compute_dtype_)
-                    : torch::TensorOptions().dtype(compute_dtype_).device(compute_device_));
-  }
-  if (stage() == 3) {
-    UnitGathererOptions go;
-    go.prefetch_elems = config_.zero.stage3_prefetch_bucket_size;
-    go.max_live_elems = config_.zero.stage3_max_live_parameters;
-    go.persistence_threshold = config_.zero.stage3_param_persistence_threshold;
-    go.start_released = deferred_;
-    gatherer_ = std::make_unique<UnitGatherer>(*layout_, plan_.module_units, make_unit_pieces(),
-                                               compute_dtype_, comm_, go);
-  }
+// What the compute parameters are made from (compute_params.h).
+ComputeParamsSetup ZeroEngine::compute_params_setup() const {
+  ComputeParamsSetup cs;
+  cs.module = module_.get();
+  cs.layout = layout_.get();
+  cs.comm = comm_;
+  cs.placement = placement_;
+  cs.config = &config_;
+  cs.dtype = compute_dtype_;
+  cs.device = compute_device_;
+  cs.on_device = on_device();
+  // Host buffers the device copies to and from: page-locked with offload_optimizer.pin_memory
+  // (asynchronous copies). LibTorch's pinned allocator rounds every block up to a power of
+  // two, so for the largest models pinning can cost up to twice the bytes: the key decides.
+  cs.host_options = placement_.pin_memory ? transfer_->host_options(compute_dtype_)
+                                          : torch::TensorOptions().dtype(compute_dtype_);
+  cs.transfer = transfer_.get();
+  cs.module_units = plan_.module_units;
+  cs.start_released = any_deferred(plan_);
+  return cs;
 }
 
-// Stages 0-2's whole compute parameters (whole_params.h).
-void ZeroEngine::setup_params() {
-  WholeParamsOptions wo;
-  wo.dtype = compute_dtype_;
-  wo.device = compute_device_;
-  wo.per_host = placement_.params_per_host;
-  wo.on_device = on_device();
-  if (on_device()) wo.host_options = host_buffer_options(compute_dtype_);
-  wo.transfer = transfer_.get();
-  whole_ = std::make_unique<WholeParams>(*layout_, comm_, wo);
-}
-
-// Host buffers the device copies to and from: page-locked with offload_optimizer.pin_memory
-// (asynchronous copies). LibTorch's pinned allocator rounds every block up to a power of
-// two, so for the largest models pinning can cost up to twice the bytes: the key decides.
-torch::TensorOptions ZeroEngine::host_buffer_options(torch::ScalarType dtype) const {
-  if (placement_.pin_memory) return transfer_->host_options(dtype);
-  return torch::TensorOptions().dtype(dtype);
-}
-
-// The optimizer's disk store and the streamed optimizer over it: the fp32 master and
-// optimizer states of this rank's shard space live in its files.
-void ZeroEngine::setup_tiered() {
+// The master store (the fp32 master and the optimizer states: in a host tier stepped in
+// place, or in a disk tier streamed in sub-groups) and the compute parameters the step
+// writes into. Stage 0's master is the whole buffer (the fp32 parameters themselves when
+// they are the master), stages 1-3's this rank's shard space; stage 0's whole-buffer int8
+// states restart their blocks at every rank's shard, so each rank's slice is self-contained,
+// checkpointed like a stage-1 rank's own states.
+void ZeroEngine::setup_states() {
+  params_ = make_compute_params(compute_params_setup());
   const auto& offload = config_.zero.offload_optimizer;
-  SubGroupOptions sub_groups;
-  sub_groups.sub_group_elems = config_.zero.sub_group_size;
-  sub_groups.buffer_count = offload.buffer_count;
-  sub_groups.grads_in_tier = placement_.grads == placement::GradStore::kDisk;
-  sub_groups.grads_streamed = placement_.grads == placement::GradStore::kStreamed;
-  sub_groups.stream_buffers = offload.stream_buffers;
-  store_ = make_tiered_master_store(
-      placement_.optimizer, "zoff_rank" + std::to_string(comm_->rank()), config_,
-      options_.optimizer_threads, static_cast<size_t>(layout_->shard_size()), sub_groups);
-}
-
-// The master in memory (master_) and the optimizer over it. Stage 0's whole-buffer int8
-// states restart their blocks at every rank's shard: each rank's slice is then
-// self-contained, checkpointed like a stage-1 rank's own states.
-void ZeroEngine::setup_memory_store() {
-  store_ = make_memory_master_store(master_, config_.optimizer, options_.optimizer_backend,
-                                    options_.optimizer_threads, static_cast<size_t>(shard_.size));
-}
-
-// A reduced bucket's shard range, into the gradient region: the last micro-batch also
-// averages over ranks there (as step() would in memory) and adds to this rank's squares.
-void ZeroEngine::on_grad_piece(int64_t offset, const torch::Tensor& piece, bool first) {
-  const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
-  const int divide_by = boundary ? comm_->size() : 1;
-  const double squares = store_->take_grads(static_cast<size_t>(offset), piece.data_ptr<float>(),
-                                            static_cast<size_t>(piece.numel()), first, divide_by);
-  if (boundary) grad_squares_ += squares;
-}
-
-// Stage 3: this rank's unit pieces, in the shard space in memory or, with offload_param
-// nvme, in a region of a second tier under offload_param.nvme_path, which the optimizer
-// writes each step's new pieces into.
-std::unique_ptr<UnitPieces> ZeroEngine::make_unit_pieces() {
-  if (!placement_.params_on_disk()) return make_host_unit_pieces(*layout_, shard_space_);
-  param_tier_ =
-      placement::make_tier(placement_.params, "zoff_params_rank" + std::to_string(comm_->rank()),
-                           placement::aio_options(config_.aio));
-  const size_t element_bytes = c10::elementSize(compute_dtype_);
-  param_region_ =
-      param_tier_->allocate("params", static_cast<size_t>(layout_->shard_size()) * element_bytes);
-  store_->tiered()->set_output_region(param_region_.get(), element_bytes);
-  return make_tier_unit_pieces(*layout_, *param_region_, param_tier_->alignment(), compute_dtype_,
-                               config_.zero.offload_param.max_in_cpu);
-}
-
-// One unit's values from the module's parameters, fp32, padded, in the unit's layout.
-torch::Tensor ZeroEngine::unit_values_fp32(size_t u) const {
-  const auto& unit = layout_->units()[u];
-  // In host memory whatever the compute device: the broadcast and the master are there.
-  auto values = torch::zeros({unit.padded_numel}, torch::kFloat32);
-  for (size_t s : unit.slots) {
-    const auto& slot = layout_->slots()[s];
-    auto dst = values.narrow(0, slot.offset - unit.offset, slot.numel);
-    const torch::Tensor& param = trainable_[slot.module_index];
-    if (unit::is_deferred(param)) {
-      options_.param_init(plan_.trainable[slot.module_index].first, dst.view(param.sizes()));
-    } else {
-      dst.copy_(param.detach().reshape({-1}));
-    }
-  }
-  return values;
-}
-
-// Deferred trainable parameters need options.param_init; frozen parameters and buffers
-// are kept whole on every rank from the module's own values, so they cannot be deferred.
-void ZeroEngine::check_deferred() const {
-  for (const auto& [name, t] : plan_.trainable) {
-    ZOFF_CHECK_ARG(!unit::is_deferred(t) || options_.param_init, "engine: parameter ", name,
-                   " has no values (deferred by unit::defer_parameters) and "
-                   "EngineOptions::param_init is not set");
-  }
-  for (const auto* group : {&plan_.frozen, &plan_.buffers}) {
-    for (const auto& [name, t] : *group) {
-      ZOFF_CHECK_ARG(!unit::is_deferred(t), "engine: ", name,
-                     " is frozen (or a buffer) and deferred: only trainable parameters can "
-                     "be deferred; build it with its values");
-    }
-  }
+  MasterStoreOptions so;
+  so.numel = static_cast<size_t>(stage() == 0 ? layout_->padded_numel() : layout_->shard_size());
+  so.threads = options_.optimizer_threads;
+  if (stage() == 0 && placement_.master_is_params) so.params_master = params_->flat();
+  so.backend = options_.optimizer_backend;
+  so.segment_numel = static_cast<size_t>(shard_.size);
+  so.sub_groups.sub_group_elems = config_.zero.sub_group_size;
+  so.sub_groups.buffer_count = offload.buffer_count;
+  so.sub_groups.grads_in_tier = placement_.grads == placement::GradStore::kDisk;
+  so.sub_groups.grads_streamed = placement_.grads == placement::GradStore::kStreamed;
+  so.sub_groups.stream_buffers = offload.stream_buffers;
+  store_ = make_master_store(placement_.optimizer, "zoff_rank" + std::to_string(comm_->rank()),
+                             config_, so);
+  params_->attach(store_->master(), *store_);
+  sink_ = std::make_unique<GradSink>(*store_, placement_, comm_->size());
 }
 
 // Every rank starts from rank 0's weights, whatever its own initialisation did. Unit by
@@ -308,7 +183,7 @@ void ZeroEngine::load_unit_values() {
   // In buffer order: shard offsets increase along it, as the nvme tier's appends need.
   for (size_t u : layout_->buffer_order()) {
     const auto& unit = layout_->units()[u];
-    auto values = unit_values_fp32(u);
+    auto values = unit_values_fp32(*layout_, u, plan_, options_.param_init);
     comm_->broadcast(values, 0)->wait();
     // This rank's piece of the unit (stages 1-3; empty at stage 0, which is not sharded).
     const auto mine = values.narrow(0, rank * unit.shard_size, unit.shard_size);
@@ -319,19 +194,10 @@ void ZeroEngine::load_unit_values() {
       store_->fill(static_cast<size_t>(unit.offset), values.data_ptr<float>(),
                    static_cast<size_t>(unit.padded_numel));
     }
-    if (gatherer_) {
-      gatherer_->fill_unit(u, values.to(compute_dtype_));
-    } else {
-      whole_->fill_unit(u, values, mine);
-      if (stage() >= 1 && shard_space_.defined() && !shard_space_.is_same(master_)) {
-        shard_space_.narrow(0, unit.shard_offset, unit.shard_size).copy_(mine);
-      }
-    }
+    params_->fill_unit(u, values, mine);
   }
   store_->finish_fill();
-  if (gatherer_) gatherer_->finish_fill();
-  if (whole_) whole_->bind(trainable_);
-  if (gatherer_) gatherer_->bind_parameters(trainable_);
+  params_->finish_fill(trainable_);
 }
 
 void ZeroEngine::setup_reducer() {
@@ -340,34 +206,18 @@ void ZeroEngine::setup_reducer() {
   ro.bucket_elems = config_.zero.reduce_bucket_size;
   ro.unit_buckets = stage() == 3;
   ro.overlap = config_.zero.overlap_comm;
-  ro.shard_device = offload_device_;
+  ro.shard_device = placement_.offloaded() ? torch::Device(torch::kCPU) : compute_device_;
   ro.pin_memory = placement_.pin_memory;
   ro.stage_on_host = on_device();
   ro.transfer = transfer_.get();
   ro.staging_dtype = compute_dtype_;
-  if (gatherer_) {
-    UnitGatherer* g = gatherer_.get();
-    ro.on_unit_done = [g](size_t u) { g->unit_backward_done(u); };
-  }
-  if (!placement_.grads_in_memory()) {
-    ro.shard_sink = [this](int64_t offset, const torch::Tensor& piece, bool first) {
-      on_grad_piece(offset, piece, first);
-    };
-  }
-  if (placement_.overlap_step) {
-    ro.on_shard_final = [this](int64_t offset, int64_t size) { on_shard_final(offset, size); };
-  }
+  params_->wire(&ro);
+  sink_->wire(&ro);
   reducer_ = std::make_unique<GradReducer>(*layout_, trainable_, comm_, ro);
+  sink_->set_reducer(reducer_.get());
 }
 
-void ZeroEngine::setup_delayed_update() {
-  if (!placement_.delayed_update) return;
-  ZOFF_CHECK(!placement_.master_is_params, "delayed parameter update needs an owned master copy");
-  dpu_grads_ = torch::empty({master_.numel()}, master_.options());
-  dpu_out_ = torch::empty({master_.numel()}, torch::TensorOptions().dtype(compute_dtype_));
-}
-
-torch::Tensor ZeroEngine::flat_params() const { return whole_ ? whole_->flat() : shard_space_; }
+torch::Tensor ZeroEngine::flat_params() const { return params_->flat(); }
 
 void ZeroEngine::backward(const torch::Tensor& loss) {
   ZOFF_CHECK_ARG(loss.numel() == 1, "engine.backward: loss has ", loss.numel(),
@@ -375,14 +225,19 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
   ZOFF_CHECK(
       micro_ < config_.gradient_accumulation_steps, "engine.backward called ", micro_ + 1,
       " times before step(); gradient_accumulation_steps = ", config_.gradient_accumulation_steps);
-  ZOFF_CHECK(tier_damaged_.empty(), tier_damaged_);
+  sink_->check();
   const auto start = Clock::now();
   const bool boundary = micro_ + 1 == config_.gradient_accumulation_steps;
   if (micro_ == 0) meter_.reset();
-  if (boundary && placement_.overlap_step) begin_overlapped_step();
+  sink_->begin_backward(boundary);
+  if (boundary && placement_.overlap_step) {
+    // The disk step overlaps this backward: the lr of this step is known already.
+    sink_->begin_step(config::lr_at(config_.scheduler, config_.optimizer.lr, applied_),
+                      params_->step_output());
+  }
   meter_.sample_before_backward();
   reducer_->begin_backward(boundary);
-  if (gatherer_) gatherer_->begin_backward();
+  params_->begin_backward();
   try {
     // Micro-batch losses are means over their micro-batch; the step's gradient is their
     // mean over the accumulation (and, after reduction, over ranks).
@@ -394,8 +249,8 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
     }
   } catch (...) {
     reducer_->abort_backward();
-    if (gatherer_) gatherer_->end_backward();
-    if (overlapping_) abandon_overlapped_step();
+    params_->end_backward();
+    sink_->abort_backward();
     throw;
   }
   {
@@ -404,7 +259,7 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
     reducer_->end_backward();
     times_.backward_reduce_ms += ms_since(reduce_start);
   }
-  if (gatherer_) gatherer_->end_backward();
+  params_->end_backward();
   meter_.mark_baseline();
   ++micro_;
   times_.backward_ms += ms_since(start);
@@ -435,7 +290,7 @@ void ZeroEngine::clip_and_measure(const torch::Tensor& grads, std::optional<doub
   // the rounding of the sum's order).
   if (!squares) {
     squares = !placement_.grads_in_memory()
-                  ? grad_squares_
+                  ? sink_->squares()
                   : optim::sum_squares(gradient_span(grads), static_cast<size_t>(grads.numel()));
   }
   stats->grad_norm = std::sqrt(stage() > 0 ? sum_in_rank_order(*comm_, *squares) : *squares);
@@ -473,7 +328,7 @@ StepStats ZeroEngine::apply_step() {
   // The previous step's delayed update lands now: this step's gradients were computed on
   // the parameters before it, the next forward sees it.
   synchronize();
-  ZOFF_CHECK(tier_damaged_.empty(), tier_damaged_);
+  sink_->check();
   torch::Tensor grads;
   {
     RECORD_USER_SCOPE("zoff::wait_reduced_grads");  // the last buckets' reduce-scatter
@@ -484,9 +339,9 @@ StepStats ZeroEngine::apply_step() {
     RECORD_USER_SCOPE("zoff::grad_norm_and_clip");
     const auto norm_start = Clock::now();
     std::optional<double> squares;
-    if (!scaler_ && comm_->size() > 1 && !overlapping_ && !!placement_.grads_in_memory()) {
+    if (!scaler_ && comm_->size() > 1 && !sink_->overlapping() && placement_.grads_in_memory()) {
       // The average over ranks and the norm's squares in one pass. Overlapped: averaged
-      // range by range; gradients in the tier: as they were written; fp16: by the unscale.
+      // range by range; gradients in the store: as they were written; fp16: by the unscale.
       squares =
           optim::divide_and_sum_squares(gradient_span(grads), static_cast<size_t>(grads.numel()),
                                         static_cast<float>(comm_->size()));
@@ -495,21 +350,7 @@ StepStats ZeroEngine::apply_step() {
     times_.grad_norm_ms += ms_since(norm_start);
   }
   stats.lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
-  const auto update_start = Clock::now();
-  if (placement_.delayed_update && step_ >= config_.zero.offload_optimizer.dpu_warmup_steps) {
-    launch_delayed_update(grads, stats.lr);
-    times_.optimizer_ms += ms_since(update_start);
-  } else if (params_in_step_) {
-    update_shared_params(grads, stats.lr);
-  } else {
-    {
-      RECORD_USER_SCOPE("zoff::optimizer_step");
-      update_master(grads, stats.lr, copy_out_target());
-      times_.optimizer_ms += ms_since(update_start);
-    }
-    RECORD_USER_SCOPE("zoff::publish_params");  // stages 1-2: the all-gather
-    publish_params();
-  }
+  update(grads, stats.lr);
   if (scaler_) scaler_->update(/*overflow=*/false, step_ + 1);
   finish_step();
   ++applied_;
@@ -517,193 +358,57 @@ StepStats ZeroEngine::apply_step() {
   return stats;
 }
 
+// The optimizer step and its publication into the compute parameters: in the background
+// (delayed update), finishing the step that overlapped backward, or now.
+void ZeroEngine::update(const torch::Tensor& grads, double lr) {
+  const auto start = Clock::now();
+  if (delayed_ && step_ >= config_.zero.offload_optimizer.dpu_warmup_steps) {
+    launch_delayed_update(grads, lr);
+    times_.optimizer_ms += ms_since(start);
+  } else if (sink_->overlapping()) {
+    {
+      RECORD_USER_SCOPE("zoff::optimizer_step");
+      sink_->finish_step();
+      times_.optimizer_ms += ms_since(start);
+    }
+    RECORD_USER_SCOPE("zoff::publish_params");
+    params_->publish(&times_);
+  } else {
+    params_->update(*store_, grads.defined() ? grads.data_ptr<float>() : nullptr, lr, &times_);
+  }
+}
+
 void ZeroEngine::finish_step() {
-  grad_squares_ = 0;
+  sink_->reset();
   replicated_->broadcast_buffers();
   reducer_->zero_grads();
   micro_ = 0;
   meter_.mark_baseline();
 }
 
-// The compute-dtype tensor over the optimizer's elements: the whole flat parameters at
-// stage 0, this rank's shard space at stages 1-3.
-torch::Tensor ZeroEngine::optimizer_output() const {
-  return stage() == 0 ? whole_->flat() : shard_space_;
-}
-
-// Where the fused pass writes the 16-bit copy of the updated master.
-torch::Tensor ZeroEngine::copy_out_target() const {
-  if (compute_dtype_ == torch::kFloat32) return torch::Tensor();
-  return optimizer_output();
-}
-
-// The 16-bit copy the fused pass writes of the updated master: the compute dtype's, none
-// for fp32 compute.
-optim::CopyOut ZeroEngine::compute_copy_out() const {
-  if (compute_dtype_ == torch::kFloat32) return optim::CopyOut::kNone;
-  return compute_dtype_ == torch::kBFloat16 ? optim::CopyOut::kBf16 : optim::CopyOut::kFp16;
-}
-
-// One fused optimizer pass over the master; with 16-bit compute it also writes the
-// rounded parameters into `out16` (master_.numel() 16-bit elements) in the same pass.
-void ZeroEngine::update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16) {
-  if (overlapping_) {
-    overlapping_ = false;
-    store_->finish_step();  // began with backward, at the same lr
-    return;
-  }
-  StepOutput out;
-  if (placement_.optimizer_on_disk()) {
-    out = disk_step_output();
-  } else {
-    out.copy_out = compute_copy_out();
-    if (out.copy_out != optim::CopyOut::kNone && out16.defined()) {
-      out.out16 = reinterpret_cast<uint16_t*>(out16.data_ptr());
-    }
-  }
-  store_->step(grads.defined() ? grads.data_ptr<float>() : nullptr, lr, out);
-}
-
-// Note: the overlapped step. The optimizer's worker thread starts the step before the last
-// backward of the accumulation; the reducer reports each bucket's shard range as soon as
-// its sum is final (on_shard_final), the range is averaged over ranks there (the same
-// division step() would do, element by element), and every sub-group whose elements are
-// all final is read, updated and written while backward computes the rest. step() then
-// measures the norm (read only) and waits for the sub-groups left. Exact: same kernels,
-// same values, same lr (the schedule's value for this step is known before backward).
-void ZeroEngine::begin_overlapped_step() {
-  const double lr = config::lr_at(config_.scheduler, config_.optimizer.lr, applied_);
-  const auto grads = reducer_->reduced_grads();  // undefined: the gradients are in the tier
-  store_->begin_step(grads.defined() ? grads.data_ptr<float>() : nullptr, lr, disk_step_output());
-  overlapping_ = true;
-}
-
-// Where the disk step's compute-dtype copy goes: the shard space in memory (fp32: the new
-// master itself, since the master is not in memory), or nowhere when the parameter pieces
-// live on disk too (the optimizer writes them there itself).
-StepOutput ZeroEngine::disk_step_output() {
-  StepOutput out;
-  out.copy_out = compute_copy_out();
-  if (!shard_space_.defined()) return out;
-  if (compute_dtype_ == torch::kFloat32) {
-    out.out32 = shard_space_.data_ptr<float>();
-  } else {
-    out.out16 = reinterpret_cast<uint16_t*>(shard_space_.data_ptr());
-  }
-  return out;
-}
-
-void ZeroEngine::on_shard_final(int64_t offset, int64_t size) {
-  // Streamed gradients: accumulate_grads submitted each complete sub-group itself.
-  if (!overlapping_ || size == 0 || (placement_.grads == placement::GradStore::kStreamed)) return;
-  torch::NoGradGuard no_grad;
-  if (comm_->size() > 1 && placement_.grads_in_memory()) {  // in the tier: divided as written
-    reducer_->reduced_grads().narrow(0, offset, size).div_(static_cast<double>(comm_->size()));
-  }
-  store_->grads_final(static_cast<size_t>(offset), static_cast<size_t>(size));
-}
-
-// A backward that failed after sub-groups were updated: finish nothing more, and refuse to
-// go on, since part of the tier holds this step's values and part the last step's.
-void ZeroEngine::abandon_overlapped_step() {
-  overlapping_ = false;
-  try {
-    store_->abandon_step();
-  } catch (...) {
-  }
-  tier_damaged_ =
-      "the nvme tier holds a half-applied step (a backward failed while the step overlapped "
-      "it): resume from the last checkpoint";
-}
-
+// The update reads its own copy of the gradients (the reducer's buffer is refilled by the
+// next backward) and writes the new compute values aside (the module reads the current ones
+// meanwhile). synchronize() brings them in.
 void ZeroEngine::launch_delayed_update(const torch::Tensor& grads, double lr) {
-  // The update reads its own copy of the gradients (the reducer's buffer is refilled by
-  // the next backward) and writes the new 16-bit values aside (the module reads the
-  // current ones meanwhile). synchronize() brings them in.
-  dpu_grads_.copy_(grads);
-  pending_update_ = std::async(std::launch::async, [this, lr] {
-    update_master(dpu_grads_, lr, dpu_out_);
-    if (compute_dtype_ == torch::kFloat32) dpu_out_.copy_(master_);
+  delayed_->launch(grads, [this, lr](const torch::Tensor& g, const torch::Tensor& out) {
+    store_->step(g.data_ptr<float>(), lr, params_->step_output(out));
+    if (compute_dtype_ == torch::kFloat32) out.copy_(store_->master());
   });
 }
 
 void ZeroEngine::synchronize() {
-  if (!pending_update_.valid()) return;
+  if (!update_pending()) return;
   torch::NoGradGuard no_grad;
   const auto wait_start = Clock::now();
-  pending_update_.get();                        // rethrows what the update threw
+  const torch::Tensor& out = delayed_->wait();  // rethrows what the update threw
   times_.optimizer_ms += ms_since(wait_start);  // what the delayed update did not hide
-  optimizer_output().copy_(dpu_out_);
-  publish_params();
-}
-
-void ZeroEngine::publish_params() {
-  const auto start = Clock::now();
-  publish_shard();
-  times_.allgather_ms += ms_since(start);
-}
-
-// Brings this rank's updated shard into the parameters the model computes with.
-void ZeroEngine::publish_shard() {
-  torch::NoGradGuard no_grad;
-  const bool fp32 = compute_dtype_ == torch::kFloat32;
-  if (stage() == 0) {
-    if (fp32 && !placement_.master_is_params) whole_->flat().copy_(master_, /*non_blocking=*/true);
-    return;
-  }
-  if (fp32 && master_.defined() && !shard_space_.is_same(master_)) {
-    shard_space_.copy_(master_, /*non_blocking=*/true);
-  }
-  if (gatherer_) {
-    gatherer_->refresh_whole_units();
-  } else {
-    // Without a 16-bit shard (params_in_step_): rounded from the master, as the fused pass
-    // rounds (nearest even).
-    whole_->publish(params_in_step_ ? master_ : shard_space_);
-  }
-}
-
-// Stages 1-2 with the fused pass writing into the one copy per host: between the same two
-// barriers as WholeParams::publish, the optimizer writes this rank's pieces itself.
-void ZeroEngine::update_shared_params(const torch::Tensor& grads, double lr) {
-  const auto wait_start = Clock::now();
-  comm_->barrier();  // no peer reads the parameters any more
-  times_.allgather_ms += ms_since(wait_start);
-  const auto update_start = Clock::now();
-  {
-    RECORD_USER_SCOPE("zoff::optimizer_step");
-    store_->step_scattered(grads.data_ptr<float>(), lr, compute_copy_out(), own_pieces_);
-  }
-  times_.optimizer_ms += ms_since(update_start);
-  RECORD_USER_SCOPE("zoff::publish_params");
-  const auto publish_start = Clock::now();
-  comm_->barrier();  // every rank's pieces are written
-  times_.allgather_ms += ms_since(publish_start);
+  params_->optimizer_output().copy_(out);
+  params_->publish(&times_);
 }
 
 MemoryStats ZeroEngine::memory() const {
   MemoryStats m;
-  const size_t shard16 =
-      shard_space_.defined() ? static_cast<size_t>(shard_space_.nbytes()) : size_t{0};
-  const bool shard_is_master = shard_space_.defined() && shard_space_.is_same(master_);
-  if (whole_) {
-    m.compute.params = whole_->bytes();
-    if (whole_->shared()) {  // one copy per host: this rank's share of it
-      m.host_shared_params = whole_->bytes();
-      m.compute.params = whole_->bytes() / static_cast<size_t>(comm_->size());
-    }
-    // Stages 1, 2: the shard the optimizer writes, which the publish sends or copies.
-    if (shard_space_.defined() && !shard_is_master) {
-      (on_device() ? m.offload.buffers : m.compute.buffers) += shard16;
-    }
-    m.offload.buffers += whole_->host_bytes();
-  } else {
-    m.compute.params = gatherer_->pieces().resident_bytes() + gatherer_->whole_bytes();
-    if (param_region_) m.nvme.params = param_region_->bytes();
-    m.live_unit_bytes = gatherer_->whole_bytes();
-    m.peak_live_bytes =
-        static_cast<size_t>(gatherer_->peak_live_elems()) * c10::elementSize(compute_dtype_);
-  }
+  params_->add_bytes(&m);
   m.compute.params += replicated_->frozen_bytes();
   m.compute.grads = reducer_->full_grad_bytes();
   m.compute.buffers += reducer_->buffer_bytes() + replicated_->buffer_bytes();

@@ -19,8 +19,8 @@ void ZeroEngine::visit_parameters(
         fn(slot, param.is_cpu() ? param : param.to(torch::kCPU));
       }
     };
-    if (gatherer_) {
-      gatherer_->with_whole(u, visit_unit);
+    if (UnitGatherer* gatherer = params_->gatherer()) {
+      gatherer->with_whole(u, visit_unit);
     } else {
       visit_unit();
     }

@@ -5,6 +5,8 @@
 
 #include "transfer.h"
 #include "zoff/core/error.h"
+#include "zoff/core/huge_pages.h"
+#include "zoff/core/round_up.h"
 #include "zoff/offload/host_buffer.h"
 #include "zoff/offload/tier.h"
 
@@ -16,36 +18,67 @@ constexpr size_t kHostAlignment = 64;  // bytes: one cache line, what the SIMD k
 
 class HostTier;
 
+// Bytes of host memory: a mapping of their own, huge-page advised, from 2 MiB up (optimizer
+// states are stepped in place here, core/huge_pages.h says why that matters) unless they are
+// to be locked; a HostBuffer otherwise. Zero-filled either way.
+class HostBytes {
+ public:
+  HostBytes(size_t bytes, bool lock) : bytes_(bytes) {
+    if (!lock && bytes >= kHugePageBytes) {
+      mapped_ = round_up(bytes, kHugePageBytes);
+      data_ = map_huge_aligned(mapped_);
+    } else {
+      buffer_ = HostBuffer(bytes, kHostAlignment, lock);
+      data_ = buffer_.data();
+    }
+  }
+  ~HostBytes() {
+    if (mapped_ > 0) unmap_huge_aligned(data_, mapped_);
+  }
+  HostBytes(const HostBytes&) = delete;
+  HostBytes& operator=(const HostBytes&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  size_t capacity() const { return mapped_ > 0 ? mapped_ : buffer_.capacity(); }
+
+ private:
+  size_t bytes_;
+  size_t mapped_ = 0;  // > 0: data_ is a mapping of this many bytes
+  HostBuffer buffer_;
+  void* data_ = nullptr;
+};
+
 class HostRegion : public TierRegion {
  public:
   HostRegion(HostTier* tier, std::string name, size_t bytes, bool lock)
-      : tier_(tier), name_(std::move(name)), buffer_(bytes, kHostAlignment, lock) {}
+      : tier_(tier), name_(std::move(name)), memory_(bytes, lock) {}
   ~HostRegion() override;
 
   const std::string& name() const override { return name_; }
-  size_t bytes() const override { return buffer_.bytes(); }
-  void* host_data() override { return buffer_.data(); }
+  size_t bytes() const override { return memory_.bytes(); }
+  void* host_data() override { return memory_.data(); }
 
   IoRequest read(uint64_t offset, void* buf, size_t n) override {
     check_transfer_rules(IoOp::kRead, name_, bytes(), kHostAlignment, offset, buf, n);
-    if (n > 0) std::memcpy(buf, buffer_.as<char>() + offset, n);
+    if (n > 0) std::memcpy(buf, static_cast<const char*>(memory_.data()) + offset, n);
     return IoRequest();  // complete: nothing was left in flight
   }
 
   IoRequest write(uint64_t offset, const void* buf, size_t n) override {
     check_transfer_rules(IoOp::kWrite, name_, bytes(), kHostAlignment, offset, buf, n);
-    if (n > 0) std::memcpy(buffer_.as<char>() + offset, buf, n);
+    if (n > 0) std::memcpy(static_cast<char*>(memory_.data()) + offset, buf, n);
     return IoRequest();
   }
 
   void check() const override {}  // host memory cannot be deleted or truncated under us
 
-  size_t capacity() const { return buffer_.capacity(); }
+  size_t capacity() const { return memory_.capacity(); }
 
  private:
   HostTier* tier_;
   std::string name_;
-  HostBuffer buffer_;
+  HostBytes memory_;
 };
 
 class HostTier : public Tier {
@@ -86,7 +119,7 @@ class HostTier : public Tier {
   size_t host_bytes_ = 0;  // capacities of the live regions
 };
 
-HostRegion::~HostRegion() { tier_->release(name_, buffer_.capacity()); }
+HostRegion::~HostRegion() { tier_->release(name_, memory_.capacity()); }
 
 }  // namespace
 

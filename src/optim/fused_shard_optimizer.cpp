@@ -26,17 +26,39 @@ size_t segmented_blocks(size_t n, size_t segment) {
   return n / segment * state_blocks(segment) + state_blocks(n % segment);
 }
 
-// One state as stored. bf16 and int8 data live in float-typed storage for its alignment
-// (64 bytes, 2 MiB and huge pages when large); they are only ever read as their own type.
-struct OwnedState {
-  AlignedFloats data;    // data_bytes(dtype, numel) bytes, rounded up to whole floats
-  AlignedFloats scales;  // int8: state_blocks(numel) block scales; empty otherwise
+// One state as stored: values or codes and, for int8, block scales. bf16 and int8 data live
+// in float-typed storage for its alignment (64 bytes, 2 MiB and huge pages when large); they
+// are only ever read as their own type. Owned (AlignedFloats), or in memory a StateMemory
+// gave.
+struct StoredSpan {
+  AlignedFloats owned_data;
+  AlignedFloats owned_scales;
+  float* data = nullptr;    // data_bytes(dtype, numel) bytes, rounded up to whole floats
+  float* scales = nullptr;  // int8: num_scales block scales; else none
+  size_t num_scales = 0;
 };
+
+// `floats` floats of state `name` (and `blocks` scales), where `memory` says or owned.
+StoredSpan make_stored_span(const std::string& name, size_t floats, size_t blocks,
+                            const StateMemory& memory) {
+  StoredSpan st;
+  st.num_scales = blocks;
+  if (!memory) {
+    st.owned_data = AlignedFloats(floats);
+    st.owned_scales = AlignedFloats(blocks);
+    st.data = st.owned_data.data();
+    st.scales = st.owned_scales.data();
+    return st;
+  }
+  st.data = static_cast<float*>(memory(name, floats * sizeof(float)));
+  if (blocks > 0) st.scales = static_cast<float*>(memory(name + ".scales", blocks * sizeof(float)));
+  return st;
+}
 
 class FusedShardOptimizer final : public ShardOptimizer {
  public:
   FusedShardOptimizer(const OptimizerOptions& options, size_t numel, int threads,
-                      size_t segment_numel)
+                      size_t segment_numel, const StateMemory& memory)
       : numel_(numel),
         segment_(segment_numel == 0 || segment_numel > numel ? numel : segment_numel),
         span_(options, threads),
@@ -46,11 +68,11 @@ class FusedShardOptimizer final : public ShardOptimizer {
     for (const auto& spec : span_.states()) {
       // Compressed states are Adam's, which start at 0: all-zero bytes in every format.
       const float initial = dtype_ == StateDtype::kFp32 ? spec.initial : 0.0f;
-      state_.push_back({AlignedFloats(floats), AlignedFloats(blocks)});
-      span_.fill(state_.back().data.data(), floats, initial);
-      span_.fill(state_.back().scales.data(), blocks, 0.0f);
-      pointers_.push_back(state_.back().data.data());
-      spans_.push_back({state_.back().data.data(), state_.back().scales.data()});
+      state_.push_back(make_stored_span(spec.name, floats, blocks, memory));
+      span_.fill(state_.back().data, floats, initial);
+      span_.fill(state_.back().scales, blocks, 0.0f);
+      pointers_.push_back(state_.back().data);
+      spans_.push_back({state_.back().data, state_.back().scales});
     }
   }
 
@@ -88,7 +110,7 @@ class FusedShardOptimizer final : public ShardOptimizer {
   size_t state_bytes() const override {
     size_t bytes = 0;
     for (const auto& st : state_)
-      bytes += data_bytes(dtype_, numel_) + st.scales.size() * sizeof(float);
+      bytes += data_bytes(dtype_, numel_) + st.num_scales * sizeof(float);
     return bytes;
   }
 
@@ -103,12 +125,9 @@ class FusedShardOptimizer final : public ShardOptimizer {
   std::map<std::string, StoredState> stored_state_buffers() override {
     std::map<std::string, StoredState> stored;
     for (size_t i = 0; i < state_.size(); ++i) {
-      stored[span_.states()[i].name] = {dtype_,
-                                        pointers_[i],
-                                        data_bytes(dtype_, numel_),
-                                        state_[i].scales.data(),
-                                        state_[i].scales.size(),
-                                        segment_};
+      stored[span_.states()[i].name] = {
+          dtype_,           pointers_[i],         data_bytes(dtype_, numel_),
+          state_[i].scales, state_[i].num_scales, segment_};
     }
     return stored;
   }
@@ -159,7 +178,7 @@ class FusedShardOptimizer final : public ShardOptimizer {
   size_t segment_;  // int8 block grid restarts every segment_ elements (numel_: once)
   SpanOptimizer span_;
   StateDtype dtype_;
-  std::vector<OwnedState> state_;  // in span_.states() order
+  std::vector<StoredSpan> state_;  // in span_.states() order
   std::vector<float*> pointers_;   // state_[i].data as float*, for the fp32 path
   std::vector<StateSpan> spans_;   // the same with scales, for bf16 / int8
 };
@@ -168,8 +187,9 @@ class FusedShardOptimizer final : public ShardOptimizer {
 
 std::unique_ptr<ShardOptimizer> make_fused_shard_optimizer(const OptimizerOptions& options,
                                                            size_t numel, int threads,
-                                                           size_t segment_numel) {
-  return std::make_unique<FusedShardOptimizer>(options, numel, threads, segment_numel);
+                                                           size_t segment_numel,
+                                                           const StateMemory& memory) {
+  return std::make_unique<FusedShardOptimizer>(options, numel, threads, segment_numel, memory);
 }
 
 }  // namespace zoff::optim::detail

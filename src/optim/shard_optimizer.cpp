@@ -104,7 +104,8 @@ std::map<std::string, StoredState> ShardOptimizer::stored_state_buffers() {
 
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& options, size_t numel,
                                                      OptimizerBackend backend, int threads,
-                                                     size_t segment_numel) {
+                                                     size_t segment_numel,
+                                                     const StateMemory& memory) {
   detail::validate_options(options);
   ZOFF_CHECK_ARG(threads >= 1, "optimizer: threads = ", threads, ": must be >= 1");
   if (backend == OptimizerBackend::kTorch) {
@@ -112,7 +113,7 @@ std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& opt
                    "' needs the fused backend (the torch backend keeps LibTorch's fp32 states)");
     return detail::make_torch_shard_optimizer(options, numel, threads);
   }
-  return detail::make_fused_shard_optimizer(options, numel, threads, segment_numel);
+  return detail::make_fused_shard_optimizer(options, numel, threads, segment_numel, memory);
 }
 
 }  // namespace zoff::optim

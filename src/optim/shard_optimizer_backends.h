@@ -26,7 +26,8 @@ constexpr int64_t kMaxStepCount = int64_t{1} << 53;
 
 std::unique_ptr<ShardOptimizer> make_fused_shard_optimizer(const OptimizerOptions& options,
                                                            size_t numel, int threads,
-                                                           size_t segment_numel);
+                                                           size_t segment_numel,
+                                                           const StateMemory& memory);
 std::unique_ptr<ShardOptimizer> make_torch_shard_optimizer(const OptimizerOptions& options,
                                                            size_t numel, int threads);
 

@@ -19,6 +19,7 @@ offload::AioOptions aio_options(const config::AioConfig& a) {
 std::unique_ptr<offload::Tier> make_tier(const StorePlace& place, const std::string& owner,
                                          const offload::AioOptions& aio) {
   switch (place.store) {
+    case Store::kCompute:  // zoff's compute device, where states can live, is the CPU
     case Store::kHost:
       return offload::make_host_tier(/*lock=*/false);
     case Store::kNvme:
@@ -27,10 +28,8 @@ std::unique_ptr<offload::Tier> make_tier(const StorePlace& place, const std::str
       return offload::make_nvme_tier(place.paths.front(), owner, aio);
     case Store::kNvmeStriped:
       return offload::make_striped_nvme_tier(place.paths, owner, aio);
-    case Store::kCompute:
-      break;
   }
-  throw Error("make_tier: store " + to_string(place.store) + " has no tier");
+  throw Error("make_tier: unknown store " + to_string(place.store));
 }
 
 }  // namespace zoff::placement

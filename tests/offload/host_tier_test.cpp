@@ -1,10 +1,13 @@
 // Host tiers (cpu, cpu_pinned): memcpy transfers that complete at once, usage, rules.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "offload_test_support.h"
 #include "zoff/core/error.h"
+#include "zoff/core/huge_pages.h"
 #include "zoff/offload/tier.h"
 
 namespace zoff::offload::host_tier_test {
@@ -55,6 +58,25 @@ TEST_P(HostTierTest, RulesChecked) {
   EXPECT_THROW(region->write(8, buf.data(), 8), Error);         // unaligned offset
   EXPECT_THROW(region->write(192, buf.data(), 128), Error);     // past the end
   EXPECT_NO_THROW(region->check());
+}
+
+// A pageable region of 2 MiB and up (optimizer states stepped in place) is a huge-page
+// mapping of its own: 2 MiB-aligned, zero-filled, counted whole; its transfers work as any.
+TEST(HostTier, LargePageableRegionsAreHugePageMappings) {
+  auto tier = make_host_tier(/*lock=*/false);
+  const size_t bytes = kHugePageBytes + 4096;
+  auto region = tier->allocate("exp_avg", bytes);
+  const auto* data = static_cast<const unsigned char*>(region->host_data());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(data) % kHugePageBytes, 0u);
+  for (size_t i = 0; i < bytes; i += 4093) ASSERT_EQ(data[i], 0) << i;
+  EXPECT_EQ(region->bytes(), bytes);
+  EXPECT_EQ(tier->usage().host_bytes, 2 * kHugePageBytes);
+  HostBuffer buf(4096, 64);
+  fill_pattern(buf.data(), 4096, 7);
+  region->write(kHugePageBytes, buf.data(), 4096).wait();
+  EXPECT_EQ(std::memcmp(data + kHugePageBytes, buf.data(), 4096), 0);
+  region.reset();
+  EXPECT_EQ(tier->usage().host_bytes, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Host, HostTierTest, ::testing::Values(false, true),

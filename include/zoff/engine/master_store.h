@@ -112,7 +112,8 @@ class MasterStore {
   virtual void set_step_count(int64_t applied_steps) = 0;
   virtual StoreBytes bytes() const = 0;
 
-  // In memory: the master tensor (numel fp32) and the optimizer; else undefined / nullptr.
+  // A host store: the master tensor (numel fp32, a view of its region that keeps the region
+  // alive) and the optimizer; else undefined / nullptr.
   virtual torch::Tensor master() const { return {}; }
   virtual optim::ShardOptimizer* memory_optimizer() { return nullptr; }
   // A disk store's streamed optimizer, else nullptr.
@@ -122,19 +123,28 @@ class MasterStore {
   virtual std::string io_description() const { return ""; }
 };
 
-// The store in memory: `master` (fp32, numel elements; a view of the compute parameters when
-// they are the master) and a ShardOptimizer over it. `segment_numel` as make_shard_optimizer's.
-std::unique_ptr<MasterStore> make_memory_master_store(torch::Tensor master,
-                                                      const optim::OptimizerOptions& options,
-                                                      optim::OptimizerBackend backend, int threads,
-                                                      size_t segment_numel);
+// What a store is made with besides its place.
+struct MasterStoreOptions {
+  size_t numel = 0;  // fp32 master elements
+  int threads = 1;   // the optimizer's
+  // A host store: the fp32 compute parameters when they are the master (numel elements:
+  // stage 0 without a 16-bit copy), else undefined and the store holds its own; the
+  // optimizer's backend; where int8 blocks restart (make_shard_optimizer's segment_numel).
+  torch::Tensor params_master;
+  optim::OptimizerBackend backend = optim::OptimizerBackend::kFused;
+  size_t segment_numel = 0;
+  // A disk store: its sub-groups, streamed gradients and buffers (TieredOptimizer).
+  SubGroupOptions sub_groups;
+};
 
-// The store in a disk tier made for `place` (placement::make_tier) owned by `owner`, streamed
-// in sub-groups (TieredOptimizer).
-std::unique_ptr<MasterStore> make_tiered_master_store(const placement::StorePlace& place,
-                                                      const std::string& owner,
-                                                      const config::Config& config, int threads,
-                                                      size_t numel,
-                                                      const SubGroupOptions& sub_groups);
+// The store for `place`, in the tier placement::make_tier makes for it (owned by `owner`:
+// "zoff_rank0"). Host memory (compute on the CPU, or offload "cpu"): the master and the
+// optimizer's states are regions of a host tier, stepped in place by a ShardOptimizer (the
+// torch backend keeps LibTorch's own state tensors). Disk (nvme, striped): the regions are
+// files, streamed through in sub-groups by a TieredOptimizer; same kernels, same values.
+std::unique_ptr<MasterStore> make_master_store(const placement::StorePlace& place,
+                                               const std::string& owner,
+                                               const config::Config& config,
+                                               const MasterStoreOptions& options);
 
 }  // namespace zoff::engine

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <functional>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,7 +14,10 @@
 #include "zoff/core/device_transfer.h"
 #include "zoff/dist/comm.h"
 #include "zoff/engine/activation_meter.h"
+#include "zoff/engine/compute_params.h"
+#include "zoff/engine/delayed_update.h"
 #include "zoff/engine/grad_reducer.h"
+#include "zoff/engine/grad_sink.h"
 #include "zoff/engine/loss_scaler.h"
 #include "zoff/engine/master_store.h"
 #include "zoff/engine/memory_stats.h"
@@ -149,7 +151,7 @@ class ZeroEngine {
   // Tied tensors' second names: (name, first name).
   const std::vector<std::pair<std::string, std::string>>& aliases() const { return plan_.aliases; }
   // Stage 3 only (else nullptr): unit states and the live-parameter bound.
-  const UnitGatherer* gatherer() const { return gatherer_.get(); }
+  const UnitGatherer* gatherer() const { return params_->gatherer(); }
 
   // --- Checkpoint access: everything a rank must save to resume, over shard().size
   // elements (this rank's shard space), writable in place. Same shape of data at every
@@ -177,38 +179,19 @@ class ZeroEngine {
   void check_device() const;
   // The GPU path: a module on an accelerator (or options_.device_path_on_cpu).
   bool on_device() const { return !compute_device_.is_cpu() || options_.device_path_on_cpu; }
-  torch::TensorOptions host_buffer_options(torch::ScalarType dtype) const;
-  void setup_buffers();
-  void setup_params();
-  void setup_tiered();
-  void setup_memory_store();
-  void on_grad_piece(int64_t offset, const torch::Tensor& piece, bool first);
-  std::unique_ptr<UnitPieces> make_unit_pieces();
-  StepOutput disk_step_output();
+  ComputeParamsSetup compute_params_setup() const;
+  void setup_states();
   void load_unit_values();
-  torch::Tensor unit_values_fp32(size_t unit) const;
-  void check_deferred() const;
   void setup_reducer();
-  void setup_delayed_update();
   StepStats apply_step();  // step() without its timing
   bool skip_overflowed_step(const torch::Tensor& grads, StepStats* stats);
   // The global norm (and clipping) of the step's gradient; `squares`: the local sum of
   // squares when a pass already computed it.
   void clip_and_measure(const torch::Tensor& grads, std::optional<double> squares,
                         StepStats* stats);
+  void update(const torch::Tensor& grads, double lr);
   void launch_delayed_update(const torch::Tensor& grads, double lr);
-  optim::CopyOut compute_copy_out() const;
-  void update_master(const torch::Tensor& grads, double lr, const torch::Tensor& out16);
-  void rebuild_compute_from_master();
-  void begin_overlapped_step();
-  void on_shard_final(int64_t offset, int64_t size);
-  void abandon_overlapped_step();
-  torch::Tensor optimizer_output() const;
-  torch::Tensor copy_out_target() const;
-  void publish_params();  // publish_shard(), timed into times_.allgather_ms
-  void publish_shard();
-  // The step with params_in_step_: the fused pass writes own_pieces_ between two barriers.
-  void update_shared_params(const torch::Tensor& grads, double lr);
+  bool update_pending() const { return delayed_ && delayed_->pending(); }
   void finish_step();
 
   std::shared_ptr<torch::nn::Module> module_;
@@ -219,52 +202,24 @@ class ZeroEngine {
   int stage() const { return placement_.stage; }
   torch::ScalarType compute_dtype_ = torch::kFloat32;
   torch::Device compute_device_ = torch::kCPU;
-  torch::Device offload_device_ = torch::kCPU;  // where master/states/grad shard live
   // Gradients out to host staging, parameters back in (plain copies on the CPU).
   std::unique_ptr<DeviceTransfer> transfer_;
   UnitPlan plan_;
   std::vector<torch::Tensor> trainable_;  // plan_.trainable's tensors
   std::unique_ptr<partition::ModelLayout> layout_;
-  std::unique_ptr<WholeParams> whole_;  // stages 0-2: whole, compute dtype
-  // One copy per host (whole_->shared()) with 16-bit parameters, the master in memory and no
-  // delayed update: the fused pass writes this rank's pieces of that copy (own_pieces_) in
-  // place of a 16-bit shard: shard_space_ stays undefined.
-  bool params_in_step_ = false;
-  optim::CopyOutPieces own_pieces_;
-  torch::Tensor shard_space_;               // stages 1-3: this rank's pieces, compute dtype
-  std::unique_ptr<UnitGatherer> gatherer_;  // stage 3
-  std::unique_ptr<ReplicatedStates> replicated_;
   partition::Shard shard_;
-  // fp32 values the optimizer updates: stage 0 the whole padded buffer (a view of whole_
-  // in fp32 without offload), stages 1-3 the shard space (shard_space_ itself in fp32
-  // when on the same device).
-  // The master in memory (undefined on disk; with placement_.master_is_params, the compute
-  // parameters), stepped by store_.
-  torch::Tensor master_;
+  std::unique_ptr<MasterStore> store_;     // the fp32 master and the optimizer states
+  std::unique_ptr<ComputeParams> params_;  // what the model computes with
+  std::unique_ptr<GradSink> sink_;         // gradients the store keeps; the overlapped step
+  std::unique_ptr<ReplicatedStates> replicated_;
   std::unique_ptr<GradReducer> reducer_;
-  std::unique_ptr<MasterStore> store_;  // the master and the optimizer states
-  bool deferred_ = false;  // the module came with placeholders (EngineOptions::param_init)
-  std::unique_ptr<offload::Tier> param_tier_;          // stage 3's pieces on disk
-  std::unique_ptr<offload::TierRegion> param_region_;  // this rank's unit pieces in it
-  // The nvme step overlapped with the last micro-batch's backward (tiered_optimizer.h):
-  // on between that backward's start and step(). `tier_damaged_` says why the tier's state
-  // can no longer be trusted (a backward failed with sub-groups already updated).
-  bool overlapping_ = false;
-  std::string tier_damaged_;
-  // Gradients not in memory (on disk or streamed): `grad_squares_` sums the squares of
-  // their final values as the last micro-batch writes them (this rank's part of the norm).
-  double grad_squares_ = 0;
   std::unique_ptr<LossScaler> scaler_;
-  int64_t step_ = 0;     // optimizer steps, including fp16-skipped ones
+  std::unique_ptr<DelayedUpdate> delayed_;  // offload_optimizer.delayed_param_update
+  int64_t step_ = 0;                        // optimizer steps, including fp16-skipped ones
   int64_t applied_ = 0;  // steps that updated the parameters (drives the lr schedule)
   int micro_ = 0;
   StepTimes times_;  // the step in progress: backward adds, step() completes and resets
   ActivationMeter meter_;
-  // Delayed parameter update: the gradient copy and 16-bit output the background update
-  // owns, and the update itself.
-  torch::Tensor dpu_grads_;
-  torch::Tensor dpu_out_;
-  std::future<void> pending_update_;
 };
 
 }  // namespace zoff::engine

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -90,14 +91,22 @@ class ShardOptimizer {
 // reference path, kept selectable).
 enum class OptimizerBackend { kFused, kTorch };
 
+// Where the fused backend keeps its states instead of memory of its own: `bytes` bytes for the
+// state `name` ("exp_avg"; int8 block scales as "exp_avg.scales"), 64-byte aligned, valid and
+// unmoved for the optimizer's life (a host tier's regions: the master store steps them in
+// place). Empty: the optimizer allocates them itself (AlignedFloats).
+using StateMemory = std::function<void*(const std::string& name, size_t bytes)>;
+
 // Creates the optimizer for `numel` parameters. Throws zoff::UsageError on an unknown
 // type or a bad hyper-parameter (naming it), or compressed states with the torch backend.
 // `segment_numel` (int8 states; 0: numel) restarts the int8 block grid every segment_numel
 // elements, so that each segment's codes and scales stand alone: stage 0 keeps every rank's
 // shard of the whole-buffer state that way, as the rank's own optimizer would at stage 1.
-// The update does not depend on it otherwise (other dtypes are elementwise).
+// The update does not depend on it otherwise (other dtypes are elementwise). `memory`: where
+// the fused backend's states live (the torch backend keeps LibTorch's own state tensors).
 std::unique_ptr<ShardOptimizer> make_shard_optimizer(const OptimizerOptions& options, size_t numel,
                                                      OptimizerBackend backend, int threads,
-                                                     size_t segment_numel = 0);
+                                                     size_t segment_numel = 0,
+                                                     const StateMemory& memory = {});
 
 }  // namespace zoff::optim

@@ -15,8 +15,9 @@ namespace zoff::placement {
 offload::AioOptions aio_options(const config::AioConfig& aio);
 
 // A tier for `place` owned by `owner` ("zoff_rank0": names the files and the lock): host
-// memory for kHost, the NVMe tier for kNvme, the striped one for kNvmeStriped. kCompute has
-// no tier (the states are plain buffers beside the parameters): zoff::Error.
+// memory for kHost and for kCompute (states beside the parameters on the compute device,
+// which the placement allows only on the CPU), the NVMe tier for kNvme, the striped one for
+// kNvmeStriped.
 std::unique_ptr<offload::Tier> make_tier(const StorePlace& place, const std::string& owner,
                                          const offload::AioOptions& aio);
 

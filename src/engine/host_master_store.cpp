@@ -1,4 +1,4 @@
-// The in-memory MasterStore: an fp32 master tensor and a ShardOptimizer stepping it in place.
+// The host MasterStore: the master and the states as regions of a host tier, stepped in place.
 #include <cstring>
 
 #include "zoff/core/error.h"
@@ -77,10 +77,48 @@ void gather_stored(dist::Comm& comm, const optim::StoredState& st, int64_t slice
   }
 }
 
-class MemoryMasterStore : public MasterStore {
+// What keeps the master's region alive: the master tensor owns it (its deleter), so a view
+// of the master a caller keeps stays valid after the store is gone.
+struct RegionOwner {
+  std::shared_ptr<offload::Tier> tier;
+  std::unique_ptr<offload::TierRegion> region;
+  ~RegionOwner() { region.reset(); }  // a region goes before its tier
+};
+
+// `numel` fp32 elements in a region of `tier` named `name`, as a tensor that owns it.
+torch::Tensor region_tensor(const std::shared_ptr<offload::Tier>& tier, const std::string& name,
+                            size_t numel) {
+  auto owner = std::make_shared<RegionOwner>();
+  owner->tier = tier;
+  owner->region = tier->allocate(name, numel * sizeof(float));
+  if (numel == 0) return torch::zeros({0}, torch::kFloat32);
+  return torch::from_blob(
+      owner->region->host_data(), {static_cast<int64_t>(numel)}, [owner](void*) mutable {},
+      torch::TensorOptions().dtype(torch::kFloat32));
+}
+
+class HostMasterStore : public MasterStore {
  public:
-  MemoryMasterStore(torch::Tensor master, std::unique_ptr<optim::ShardOptimizer> optimizer)
-      : master_(std::move(master)), optimizer_(std::move(optimizer)) {}
+  HostMasterStore(std::unique_ptr<offload::Tier> tier, const MasterStoreOptions& o,
+                  const optim::OptimizerOptions& options)
+      : tier_(std::move(tier)) {
+    ZOFF_CHECK(tier_->is_host(), "host master store: tier ", tier_->name(), " is not host memory");
+    if (o.params_master.defined()) {
+      master_ = o.params_master;  // the fp32 compute parameters are the master
+    } else {
+      master_ = region_tensor(tier_, "master", o.numel);
+    }
+    ZOFF_CHECK(master_.scalar_type() == torch::kFloat32 && master_.is_contiguous() &&
+                   master_.is_cpu() && static_cast<size_t>(master_.numel()) == o.numel,
+               "host master store: the master must be ", o.numel,
+               " contiguous fp32 elements in host memory");
+    const optim::StateMemory memory = [this](const std::string& name, size_t bytes) {
+      states_.push_back(tier_->allocate(name, bytes));
+      return states_.back()->host_data();
+    };
+    optimizer_ = optim::make_shard_optimizer(options, o.numel, o.backend, o.threads,
+                                             o.segment_numel, memory);
+  }
 
   size_t numel() const override { return static_cast<size_t>(master_.numel()); }
   void fill(size_t offset, const float* values, size_t n) override {
@@ -124,21 +162,20 @@ class MemoryMasterStore : public MasterStore {
   optim::ShardOptimizer* memory_optimizer() override { return optimizer_.get(); }
 
  private:
+  // Destroyed in reverse: the optimizer, then its states' regions, then the tier (the
+  // master's region goes with the last tensor that views it).
+  std::shared_ptr<offload::Tier> tier_;
+  std::vector<std::unique_ptr<offload::TierRegion>> states_;
   torch::Tensor master_;
   std::unique_ptr<optim::ShardOptimizer> optimizer_;
 };
 
 }  // namespace
 
-std::unique_ptr<MasterStore> make_memory_master_store(torch::Tensor master,
-                                                      const optim::OptimizerOptions& options,
-                                                      optim::OptimizerBackend backend, int threads,
-                                                      size_t segment_numel) {
-  ZOFF_CHECK(master.scalar_type() == torch::kFloat32 && master.is_contiguous() && master.is_cpu(),
-             "master store: the master must be a contiguous fp32 tensor in host memory");
-  auto optimizer = optim::make_shard_optimizer(options, static_cast<size_t>(master.numel()),
-                                               backend, threads, segment_numel);
-  return std::make_unique<MemoryMasterStore>(std::move(master), std::move(optimizer));
+std::unique_ptr<MasterStore> make_host_master_store(std::unique_ptr<offload::Tier> tier,
+                                                    const MasterStoreOptions& options,
+                                                    const optim::OptimizerOptions& optimizer) {
+  return std::make_unique<HostMasterStore>(std::move(tier), options, optimizer);
 }
 
 }  // namespace zoff::engine
