@@ -6,7 +6,8 @@
 # figures from the same run compare). Prints each round's median tokens/s (steps after
 # WARMUP) and B/A per workload, and checks that both binaries log the same losses.
 # Usage: scripts/bench_ab.sh OLD_ZOFF NEW_ZOFF
-# Env: STEPS (14), WARMUP (4), ROUNDS (2), OUT (runs/bench_ab), NVME (/var/tmp/zoff_bench_ab)
+# Env: STEPS (14), WARMUP (4), ROUNDS (2), OUT (runs/bench_ab), NVME (/var/tmp/zoff_bench_ab),
+# WORKLOADS ("bf16 nvme optim": a subset reruns one workload for more rounds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ $# -eq 2 && -x "$1" && -x "$2" ]] || { echo "usage: $0 OLD_ZOFF NEW_ZOFF (both executable)" >&2; exit 2; }
@@ -15,6 +16,7 @@ B="$2"
 STEPS="${STEPS:-14}"
 WARMUP="${WARMUP:-4}"
 ROUNDS="${ROUNDS:-2}"
+WORKLOADS="${WORKLOADS:-bf16 nvme optim}"
 OUT="${OUT:-runs/bench_ab}"
 NVME="${NVME:-/var/tmp/zoff_bench_ab}"
 mkdir -p "$OUT" "$NVME"
@@ -49,16 +51,17 @@ for round in $(seq 1 "$ROUNDS"); do
   (( round % 2 == 0 )) && order="B A"
   for who in $order; do
     bin="$A"; [[ $who == B ]] && bin="$B"
-    for name in bf16 nvme optim; do
+    for name in $WORKLOADS; do
       echo "round $round: $who $name" >&2
       run "$bin" "$name" "${who}${round}"
     done
   done
 done
 
-/usr/bin/python3 - "$OUT" "$ROUNDS" "$WARMUP" "$A" "$B" <<'PY'
+/usr/bin/python3 - "$OUT" "$ROUNDS" "$WARMUP" "$A" "$B" "$WORKLOADS" <<'PY'
 import json, statistics, sys
 out, rounds, warmup, a, b = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+workloads = sys.argv[6].split()
 def steps(path):
     rows = [json.loads(l) for l in open(path) if l.strip()]
     return [r for r in rows if "loss" in r and "step" in r]
@@ -68,7 +71,7 @@ def tokens(path):
 def losses(path):
     return [r["loss"] for r in steps(path)]
 print(f"A = {a}\nB = {b}")
-for name in ("bf16", "nvme"):
+for name in [w for w in ("bf16", "nvme") if w in workloads]:
     ratios = []
     for r in range(1, rounds + 1):
         ta, tb = tokens(f"{out}/{name}_A{r}.jsonl"), tokens(f"{out}/{name}_B{r}.jsonl")
@@ -77,7 +80,7 @@ for name in ("bf16", "nvme"):
         print(f"{name} round {r}: A {ta:,.0f} tokens/s, B {tb:,.0f} tokens/s, B/A {tb/ta:.3f}, "
               f"losses {'identical' if same else 'DIFFER'}")
     print(f"{name}: B/A median {statistics.median(ratios):.3f}")
-for kernel in ("adamw", "adamw_bf16_out"):
+for kernel in ("adamw", "adamw_bf16_out") if "optim" in workloads else ():
     ratios = []
     for r in range(1, rounds + 1):
         pa = json.load(open(f"{out}/optim_A{r}.json"))["zoff"][kernel]

@@ -85,17 +85,16 @@ class UnitComputeParams final : public ComputeParams {
     if (!region_) return ComputeParams::write_rebuilt(at, values);
     auto rounded = values.to(s_.dtype);
     const size_t bytes = static_cast<size_t>(rounded.nbytes());
-    // The first range is the largest (a whole sub-group): one buffer serves them all.
-    if (rebuilt_.bytes() < bytes) rebuilt_ = offload::HostBuffer(bytes, tier_->alignment());
-    std::memcpy(rebuilt_.data(), rounded.data_ptr(), bytes);
-    region_->write(static_cast<uint64_t>(at) * c10::elementSize(s_.dtype), rebuilt_.data(), bytes)
+    // Its own aligned buffer, gone with the range: restores are rare, RSS is what matters.
+    offload::HostBuffer aligned(bytes, tier_->alignment());
+    std::memcpy(aligned.data(), rounded.data_ptr(), bytes);
+    region_->write(static_cast<uint64_t>(at) * c10::elementSize(s_.dtype), aligned.data(), bytes)
         .wait();
   }
 
   // Destroyed in reverse: the gatherer (reading the region) before the region, before its tier.
   std::unique_ptr<offload::Tier> tier_;
   std::unique_ptr<offload::TierRegion> region_;
-  offload::HostBuffer rebuilt_;
   std::unique_ptr<UnitGatherer> gatherer_;
   bool hooked_ = false;
 };

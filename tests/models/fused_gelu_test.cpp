@@ -47,7 +47,9 @@ Result fused(const torch::Tensor& x, const torch::Tensor& dy) {
   return forward_backward([](const torch::Tensor& v) { return fused_gelu(v); }, x, dy);
 }
 
-void expect_close(const torch::Tensor& got, const torch::Tensor& want, const std::string& what) {
+// Within one bf16 ulp (or the absolute floor) everywhere.
+void expect_within_ulp(const torch::Tensor& got, const torch::Tensor& want,
+                       const std::string& what) {
   ASSERT_EQ(got.scalar_type(), torch::kBFloat16) << what;
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
   const auto g = got.to(torch::kFloat64), r = want.to(torch::kFloat64);
@@ -55,6 +57,11 @@ void expect_close(const torch::Tensor& got, const torch::Tensor& want, const std
   const auto bound = r.abs() * kBf16Ulp + kAbsFloor;
   EXPECT_TRUE(diff.le(bound).all().item<bool>())
       << what << ": largest difference " << diff.max().item<double>();
+}
+
+// Against LibTorch: within one ulp, and differing in few elements at all.
+void expect_close(const torch::Tensor& got, const torch::Tensor& want, const std::string& what) {
+  expect_within_ulp(got, want, what);
   EXPECT_LE(differing_fraction(got, want), kMaxDifferingFraction) << what;
 }
 
@@ -89,7 +96,10 @@ TEST(FusedGelu, AtLeastAsAccurateAsLibTorch) {
     const double ours = differing_fraction(g, t), theirs = differing_fraction(w, t);
     EXPECT_LE(ours, theirs + kAccuracyMargin) << name << ": fused " << ours << ", LibTorch "
                                               << theirs << " of the elements not correctly rounded";
-    expect_close(g, t, std::string(name) + " against fp64");
+    // How many elements miss the correct rounding depends on the CPU (LibTorch's own bf16
+    // dx misses 3.0% on an AVX2 EPYC, more on AVX-512 ones): the bound above is relative
+    // to it, and every element is within one ulp.
+    expect_within_ulp(g, t, std::string(name) + " against fp64");
   }
 }
 

@@ -58,7 +58,9 @@ struct StepOutput {
 
 // Bytes a store holds, by kind and place.
 struct StoreBytes {
-  size_t memory_master = 0;  // fp32 master in memory (0 when it is the compute parameters)
+  // fp32 master in memory (also when it is the compute parameters: the engine's memory()
+  // then counts it as parameters)
+  size_t memory_master = 0;
   size_t memory_states = 0;  // states as stored, int8 scales included
   size_t disk_master = 0;
   size_t disk_states = 0;

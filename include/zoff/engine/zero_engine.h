@@ -208,8 +208,10 @@ class ZeroEngine {
   std::vector<torch::Tensor> trainable_;  // plan_.trainable's tensors
   std::unique_ptr<partition::ModelLayout> layout_;
   partition::Shard shard_;
-  std::unique_ptr<MasterStore> store_;     // the fp32 master and the optimizer states
+  // In this order so that the store (whose disk step writes stage 3's parameter region) goes
+  // before the parameters that own that region, as ~ZeroEngine does too.
   std::unique_ptr<ComputeParams> params_;  // what the model computes with
+  std::unique_ptr<MasterStore> store_;     // the fp32 master and the optimizer states
   std::unique_ptr<GradSink> sink_;         // gradients the store keeps; the overlapped step
   std::unique_ptr<ReplicatedStates> replicated_;
   std::unique_ptr<GradReducer> reducer_;
