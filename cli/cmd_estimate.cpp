@@ -1,16 +1,21 @@
-// `zoff estimate`: model-state memory per rank and per node for ZeRO stages 0-3, and with
-// --plan the peak RSS and disk bytes of a whole training run.
+// `zoff estimate`: model-state memory per rank and per node for ZeRO stages 0-3; with --plan
+// the peak RSS and disk bytes of a whole training run; with --ram/--disk the candidate
+// configurations of a run, which fit, and the cheapest written as a config.
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "command.h"
+#include "zoff/checkpoint/atomic_file.h"
 #include "zoff/config/config.h"
+#include "zoff/config/config_json.h"
 #include "zoff/core/error.h"
+#include "zoff/core/output_path.h"
 #include "zoff/data/fortunes_text.h"
 #include "zoff/estimate/memory_estimate.h"
 #include "zoff/estimate/param_count.h"
+#include "zoff/estimate/plan_choice.h"
 #include "zoff/estimate/run_plan.h"
 #include "zoff/models/gpt_config.h"
 #include "zoff/optim/state_dtype.h"
@@ -42,6 +47,12 @@ struct EstimateArgs {
   int64_t context = 0;
   int64_t layers = 0;
   bool activation_checkpointing = false;
+  // --ram/--disk: choose among candidate configurations; --plan FILE writes the chosen one.
+  std::string ram;
+  std::string disk;
+  std::string plan_file;
+  int64_t micro_batch = 0;  // 0: 1, or the --config's
+  std::string nvme_path = "/var/tmp/zoff_nvme";
 };
 
 // Bytes of the text files under Debian's fortunes directory: the gpt's training data, held
@@ -58,6 +69,66 @@ int64_t fortunes_bytes() {
   return bytes;
 }
 
+// What the planner counts of `--model gpt --preset P` (with --context, --layers) trained with
+// `cfg`'s micro-batch and precision.
+estimate::PlanModel gpt_plan_model(const EstimateArgs& a, const config::Config& cfg,
+                                   bool checkpointing) {
+  auto shape = models::gpt_preset(a.preset, a.context);
+  if (a.layers > 0) shape.n_layer = a.layers;
+  estimate::PlanModel m;
+  m.unit_elems = models::gpt_unit_elems(shape);
+  m.activation_bytes = models::gpt_activation_bytes(shape, cfg.train_micro_batch_size_per_gpu,
+                                                    cfg.bf16 ? 2 : 4, checkpointing);
+  m.late_activation_bytes = models::gpt_late_activation_bytes(
+      shape, cfg.train_micro_batch_size_per_gpu, cfg.bf16 ? 2 : 4, checkpointing);
+  m.data_bytes = fortunes_bytes();
+  return m;
+}
+
+// The run a chooser starts from without --config: bf16 AdamW with a warmup, one
+// micro-batch per step; the chooser sets stage, offload, state dtype and checkpointing.
+std::string default_run_json(int64_t micro_batch) {
+  return R"({"train_micro_batch_size_per_gpu": )" + std::to_string(micro_batch) +
+         R"(, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+  "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 100}},
+  "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}})";
+}
+
+// zoff estimate --ram R --disk D: the candidates, which fit, and with --plan FILE the
+// cheapest that fits written as a config `zoff train --config FILE` runs.
+void run_choose(const EstimateArgs& a) {
+  ZOFF_CHECK_ARG(a.model == "gpt" && !a.preset.empty(),
+                 "--ram/--disk need --model gpt --preset P (the model whose runs they plan)");
+  ZOFF_CHECK_ARG(!a.disk.empty(), "--ram needs --disk (what the tier files may take; 0 for none)");
+  ZOFF_CHECK_ARG(!a.ram.empty(), "--disk needs --ram (the memory the run's ranks may take)");
+  ZOFF_CHECK_ARG(a.ranks >= 1 && a.ranks <= 4096, "--ranks ", a.ranks, ": must be in [1, 4096]");
+  ZOFF_CHECK_ARG(a.layers >= 0, "--layers ", a.layers, ": must be >= 1 (0 = the preset's)");
+  ZOFF_CHECK_ARG(a.micro_batch >= 0, "--micro-batch ", a.micro_batch, ": must be >= 1");
+  ZOFF_CHECK_ARG(a.config.empty() || a.micro_batch == 0,
+                 "--micro-batch with --config: the config's batch is used; give one of them");
+  if (!a.plan_file.empty()) check_output_path("--plan", a.plan_file);
+  const int world = static_cast<int>(a.ranks);
+  const auto base =
+      a.config.empty()
+          ? config::parse_config(default_run_json(std::max<int64_t>(1, a.micro_batch)), world)
+          : config::load_config(a.config, world);
+  estimate::MachineBudget budget;
+  budget.ram_bytes = estimate::parse_byte_size("--ram", a.ram);
+  budget.disk_bytes = estimate::parse_byte_size("--disk", a.disk);
+  const auto candidates = estimate::plan_candidates(
+      base, world, a.nvme_path,
+      [&](bool checkpointing) { return gpt_plan_model(a, base, checkpointing); }, budget);
+  std::cout << estimate::candidates_table(candidates, budget);
+  if (a.plan_file.empty()) return;
+  const estimate::Candidate* chosen = estimate::cheapest_fitting(candidates);
+  ZOFF_CHECK_ARG(chosen != nullptr, "--plan ", a.plan_file, ": no candidate fits --ram ", a.ram,
+                 " and --disk ", a.disk, "; nothing written");
+  checkpoint::write_file_atomically(a.plan_file,
+                                    config::normalized_config_json(chosen->config) + "\n");
+  std::cout << "wrote " << a.plan_file << ": " << chosen->name << "\n";
+}
+
 // zoff estimate --plan: one rank of `zoff train --model gpt --preset P --config C` planned.
 void run_plan(const EstimateArgs& a) {
   ZOFF_CHECK_ARG(a.model == "gpt" && !a.preset.empty(),
@@ -68,17 +139,8 @@ void run_plan(const EstimateArgs& a) {
   ZOFF_CHECK_ARG(a.layers >= 0, "--layers ", a.layers, ": must be >= 1 (0 = the preset's)");
   const int world = static_cast<int>(a.ranks);
   const auto cfg = config::load_config(a.config, world);
-  auto shape = models::gpt_preset(a.preset, a.context);
-  if (a.layers > 0) shape.n_layer = a.layers;
-  estimate::PlanModel m;
-  m.unit_elems = models::gpt_unit_elems(shape);
   const bool checkpointing = a.activation_checkpointing || cfg.activation_checkpointing;
-  m.activation_bytes = models::gpt_activation_bytes(shape, cfg.train_micro_batch_size_per_gpu,
-                                                    cfg.bf16 ? 2 : 4, checkpointing);
-  m.late_activation_bytes = models::gpt_late_activation_bytes(
-      shape, cfg.train_micro_batch_size_per_gpu, cfg.bf16 ? 2 : 4, checkpointing);
-  m.data_bytes = fortunes_bytes();
-  const auto plan = estimate::plan_run(cfg, world, m);
+  const auto plan = estimate::plan_run(cfg, world, gpt_plan_model(a, cfg, checkpointing));
   std::cout << (a.json ? estimate::to_json(plan) + "\n" : estimate::to_table(plan));
 }
 
@@ -92,6 +154,9 @@ int64_t default_live_params(const EstimateArgs& a) {
 }
 
 void run_estimate(const EstimateArgs& a, const estimate::PresetParamCount& preset_count) {
+  if (!a.ram.empty() || !a.disk.empty()) return run_choose(a);
+  ZOFF_CHECK_ARG(a.plan_file.empty(), "--plan ", a.plan_file,
+                 ": a file to write needs --ram and --disk (the planner that chooses)");
   if (a.plan) return run_plan(a);
   ZOFF_CHECK_ARG(a.config.empty(), "--config ", a.config, ": only with --plan");
   estimate::EstimateOptions o;
@@ -139,15 +204,27 @@ void add_estimate(CLI::App& root, int& exit_code) {
                 "Stages 1-2: one copy of the parameters per node that its ranks share, as "
                 "zoff train keeps with every rank on one host (needs --nodes 1)");
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
-  cmd->add_flag("--plan", args->plan,
-                "Plan a whole training run: peak RSS and disk bytes of one rank of `zoff train "
-                "--model gpt --preset P --config C` (needs --config)");
+  cmd->add_option("--plan", args->plan_file,
+                  "Plan a whole training run: peak RSS and disk bytes of one rank of `zoff "
+                  "train --model gpt --preset P --config C` (needs --config); with --ram and "
+                  "--disk, --plan FILE writes the cheapest candidate that fits as a config")
+      ->expected(0, 1);
+  cmd->add_option("--ram", args->ram,
+                  "Choose: the memory every rank of the run may take together (24GiB, 70GB)");
+  cmd->add_option("--disk", args->disk,
+                  "Choose: the disk the tier files may take (all ranks; 0 for none)");
+  cmd->add_option("--micro-batch", args->micro_batch,
+                  "Choose: samples per rank per micro-batch without --config (default 1)");
+  cmd->add_option("--nvme-path", args->nvme_path,
+                  "Choose: the directory a candidate's tier files go to (default "
+                  "/var/tmp/zoff_nvme)");
   cmd->add_option("--config", args->config, "--plan: the run's DeepSpeed-style JSON config");
   cmd->add_option("--context", args->context, "--plan: gpt context (0 = the preset's)");
   cmd->add_option("--layers", args->layers, "--plan: gpt blocks (0 = the preset's)");
   cmd->add_flag("--activation-checkpointing", args->activation_checkpointing,
                 "--plan: the run recomputes each block in backward");
-  cmd->callback([args, &exit_code] {
+  cmd->callback([cmd, args, &exit_code] {
+    args->plan = cmd->count("--plan") > 0;
     run_estimate(*args, preset_param_count);
     exit_code = 0;
   });

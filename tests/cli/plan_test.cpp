@@ -74,5 +74,51 @@ TEST(Plan, BadInputIsOneLineNamingIt) {
   }
 }
 
+// The planner that chooses: the table, and the config it writes trains as it is.
+TEST(PlanChoice, WritesTheCheapestThatFitsAsAConfigZoffTrainRuns) {
+  TempDir dir;
+  const auto r =
+      run_zoff({"estimate", "--model", "gpt", "--preset", "tiny", "--ram", "16GiB", "--disk", "0",
+                "--plan", dir.file("plan.json"), "--nvme-path", dir.file("nvme")});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("stage 2, optimizer cpu, fp32 states   <- chosen"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("wrote " + dir.file("plan.json")), std::string::npos) << r.out;
+  TrainJob job;
+  job.model = "gpt";
+  job.preset = "tiny";
+  job.steps = 2;
+  job.config_path = dir.file("plan.json");
+  job.extra = {"--eval-every", "0"};
+  const auto t = run_train(job);
+  EXPECT_EQ(t.exit_code, 0) << describe(t);
+}
+
+TEST(PlanChoice, BadInputIsOneLineAndWritesNothing) {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> args;
+    std::string names;
+  };
+  const std::vector<Case> cases{
+      {{"--model", "gpt", "--preset", "tiny", "--ram", "16GiB"}, "--ram needs --disk"},
+      {{"--model", "gpt", "--preset", "tiny", "--ram", "lots", "--disk", "0"}, "--ram = 'lots'"},
+      {{"--params", "1B", "--ram", "16GiB", "--disk", "0"}, "need --model gpt"},
+      {{"--model", "gpt", "--preset", "tiny", "--plan", dir.file("p.json")}, "needs --ram"},
+      {{"--model", "gpt", "--preset", "tiny", "--ram", "1MiB", "--disk", "0", "--plan",
+        dir.file("p.json")},
+       "no candidate fits"},
+      {{"--model", "gpt", "--preset", "tiny", "--ram", "16GiB", "--disk", "0", "--plan",
+        dir.file("missing/p.json")},
+       "missing"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args{"estimate"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    expect_one_line_refusal(run_zoff(args, {}, 60), {c.names});
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("p.json")));
+}
+
 }  // namespace
 }  // namespace zoff::cli_test::plan_test
