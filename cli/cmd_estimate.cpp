@@ -51,8 +51,8 @@ struct EstimateArgs {
   std::string ram;
   std::string disk;
   std::string plan_file;
-  int64_t micro_batch = 0;  // 0: 1, or the --config's
-  std::string nvme_path = "/var/tmp/zoff_nvme";
+  int64_t micro_batch = -1;  // -1: 1, or the --config's
+  std::string nvme_path;     // "": the --config's nvme_path, else /var/tmp/zoff_nvme
 };
 
 // Bytes of the text files under Debian's fortunes directory: the gpt's training data, held
@@ -104,20 +104,30 @@ void run_choose(const EstimateArgs& a) {
   ZOFF_CHECK_ARG(!a.ram.empty(), "--disk needs --ram (the memory the run's ranks may take)");
   ZOFF_CHECK_ARG(a.ranks >= 1 && a.ranks <= 4096, "--ranks ", a.ranks, ": must be in [1, 4096]");
   ZOFF_CHECK_ARG(a.layers >= 0, "--layers ", a.layers, ": must be >= 1 (0 = the preset's)");
-  ZOFF_CHECK_ARG(a.micro_batch >= 0, "--micro-batch ", a.micro_batch, ": must be >= 1");
-  ZOFF_CHECK_ARG(a.config.empty() || a.micro_batch == 0,
+  ZOFF_CHECK_ARG(a.micro_batch == -1 || a.micro_batch >= 1, "--micro-batch ", a.micro_batch,
+                 ": must be >= 1");
+  ZOFF_CHECK_ARG(a.config.empty() || a.micro_batch == -1,
                  "--micro-batch with --config: the config's batch is used; give one of them");
+  ZOFF_CHECK_ARG(!a.plan || !a.plan_file.empty(),
+                 "--plan with --ram/--disk needs a FILE to write the chosen config to");
+  ZOFF_CHECK_ARG(!a.json && !a.activation_checkpointing,
+                 "--json and --activation-checkpointing are not for --ram/--disk (the candidates "
+                 "are printed as a table, with and without checkpointing)");
   if (!a.plan_file.empty()) check_output_path("--plan", a.plan_file);
   const int world = static_cast<int>(a.ranks);
   const auto base =
       a.config.empty()
           ? config::parse_config(default_run_json(std::max<int64_t>(1, a.micro_batch)), world)
           : config::load_config(a.config, world);
+  const auto& base_paths = base.zero.offload_optimizer.nvme_paths;
+  const std::string nvme_path = !a.nvme_path.empty()  ? a.nvme_path
+                                : !base_paths.empty() ? base_paths.front()
+                                                      : std::string("/var/tmp/zoff_nvme");
   estimate::MachineBudget budget;
   budget.ram_bytes = estimate::parse_byte_size("--ram", a.ram);
   budget.disk_bytes = estimate::parse_byte_size("--disk", a.disk);
   const auto candidates = estimate::plan_candidates(
-      base, world, a.nvme_path,
+      base, world, nvme_path,
       [&](bool checkpointing) { return gpt_plan_model(a, base, checkpointing); }, budget);
   std::cout << estimate::candidates_table(candidates, budget);
   if (a.plan_file.empty()) return;
@@ -216,8 +226,8 @@ void add_estimate(CLI::App& root, int& exit_code) {
   cmd->add_option("--micro-batch", args->micro_batch,
                   "Choose: samples per rank per micro-batch without --config (default 1)");
   cmd->add_option("--nvme-path", args->nvme_path,
-                  "Choose: the directory a candidate's tier files go to (default "
-                  "/var/tmp/zoff_nvme)");
+                  "Choose: the directory a candidate's tier files go to (default: the "
+                  "--config's nvme_path, else /var/tmp/zoff_nvme)");
   cmd->add_option("--config", args->config, "--plan: the run's DeepSpeed-style JSON config");
   cmd->add_option("--context", args->context, "--plan: gpt context (0 = the preset's)");
   cmd->add_option("--layers", args->layers, "--plan: gpt blocks (0 = the preset's)");

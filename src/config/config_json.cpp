@@ -66,6 +66,8 @@ ojson zero_json(const ZeroConfig& z) {
             {"nvme_path", paths_json(oo.nvme_paths)},
             {"buffer_count", oo.buffer_count},
             {"overlap_step", oo.overlap_step},
+            {"gradients", oo.gradients},
+            {"stream_buffers", oo.stream_buffers},
             {"delayed_param_update",
              {{"enabled", oo.delayed_param_update}, {"warmup_steps", oo.dpu_warmup_steps}}}}},
           {"offload_param",

@@ -62,9 +62,22 @@ std::vector<CandidateSpec> placements(int world) {
   return out;
 }
 
+// Whether `base` can run the candidate at all: compressed states are Adam's and AdamW's only,
+// and the delayed parameter update needs the optimizer in memory at stages 1-2.
+bool expressible(const config::Config& base, const CandidateSpec& s) {
+  const bool adam = base.optimizer.type == "adam" || base.optimizer.type == "adamw";
+  if (s.states != optim::StateDtype::kFp32 && !adam) return false;
+  const bool dpu = base.zero.offload_optimizer.delayed_param_update;
+  return !(dpu && (s.optimizer_on_disk || s.stage == 3));
+}
+
 config::Config candidate_config(const config::Config& base, const CandidateSpec& s,
                                 const std::string& nvme_path) {
   config::Config c = base;
+  // The gradient shard where the plan counts it: the base's disk choice (nvme, stream) with
+  // the optimizer on disk, else in memory ("auto" would decide by the memory free at start).
+  auto& grads = c.zero.offload_optimizer.gradients;
+  if (!s.optimizer_on_disk || grads == "auto") grads = "cpu";
   c.zero.stage = s.stage;
   c.zero.offload_optimizer.device = s.optimizer_on_disk ? "nvme" : "cpu";
   c.zero.offload_optimizer.nvme_paths.clear();
@@ -104,6 +117,7 @@ std::vector<Candidate> plan_candidates(const config::Config& base, int world,
         cand.spec = place;
         cand.spec.states = states;
         cand.spec.activation_checkpointing = checkpointing;
+        if (!expressible(base, cand.spec)) continue;
         cand.name = describe(cand.spec);
         cand.relative_step = relative_step(cand.spec);
         cand.config = candidate_config(base, cand.spec, nvme_path);
@@ -123,9 +137,10 @@ std::vector<Candidate> plan_candidates(const config::Config& base, int world,
   return out;
 }
 
+// A prediction within 10% of the measured peak allows a peak up to prediction / 0.9.
 bool fits_budget(int64_t ram, int64_t disk, const MachineBudget& budget) {
-  return static_cast<double>(ram) * (1 + kRamMargin) <= static_cast<double>(budget.ram_bytes) &&
-         static_cast<double>(disk) * (1 + kDiskMargin) <= static_cast<double>(budget.disk_bytes);
+  return static_cast<double>(ram) / (1 - kRamMargin) <= static_cast<double>(budget.ram_bytes) &&
+         static_cast<double>(disk) / (1 - kDiskMargin) <= static_cast<double>(budget.disk_bytes);
 }
 
 const Candidate* cheapest_fitting(const std::vector<Candidate>& candidates) {

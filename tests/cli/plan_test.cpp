@@ -111,6 +111,12 @@ TEST(PlanChoice, BadInputIsOneLineAndWritesNothing) {
       {{"--model", "gpt", "--preset", "tiny", "--ram", "16GiB", "--disk", "0", "--plan",
         dir.file("missing/p.json")},
        "missing"},
+      {{"--model", "gpt", "--preset", "tiny", "--ram", "16GiB", "--disk", "0", "--plan"},
+       "needs a FILE"},
+      {{"--model", "gpt", "--preset", "tiny", "--ram", "16GiB", "--disk", "0", "--micro-batch",
+        "0"},
+       "--micro-batch 0"},
+      {{"--model", "gpt", "--preset", "tiny", "--ram", "16GiB", "--disk", "0", "--json"}, "--json"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args{"estimate"};

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "zoff/config/config.h"
@@ -67,8 +68,8 @@ TEST(PlanChoice, ChoosesTheCheapestThatFitsAndNothingWhenNothingDoes) {
       plan_candidates(base_config(1), 1, "/var/tmp/x", model, MachineBudget{64 * kGiB, 64 * kGiB});
   // RAM just under what the in-memory fp32 candidate needs with its margin, no disk: a
   // compressed-state candidate.
-  const int64_t fp32_need =
-      static_cast<int64_t>(static_cast<double>(all.front().ram_bytes) * (1 + kRamMargin));
+  const auto fp32_need = static_cast<int64_t>(
+      std::ceil(static_cast<double>(all.front().ram_bytes) / (1 - kRamMargin)));
   const MachineBudget tight{fp32_need - 1, 0};
   auto c = plan_candidates(base_config(1), 1, "/var/tmp/x", model, tight);
   const Candidate* chosen = cheapest_fitting(c);
@@ -97,6 +98,28 @@ TEST(PlanChoice, ChoosesTheCheapestThatFitsAndNothingWhenNothingDoes) {
   EXPECT_EQ(cheapest_fitting(c), nullptr);
   EXPECT_NE(candidates_table(c, MachineBudget{least_ram, 64 * kGiB}).find("nothing fits"),
             std::string::npos);
+}
+
+// What a base config cannot run is left out: compressed states with SGD; the disk and stage
+// 3 with a delayed parameter update.
+TEST(PlanChoice, LeavesOutWhatTheBaseCannotRun) {
+  const MachineBudget budget{64 * kGiB, 64 * kGiB};
+  auto sgd = base_config(2);
+  sgd.optimizer.type = "sgd";
+  for (const auto& c : plan_candidates(sgd, 2, "/var/tmp/x", model, budget)) {
+    EXPECT_EQ(c.spec.states, optim::StateDtype::kFp32) << c.name;
+  }
+  auto dpu = base_config(2);
+  dpu.zero.stage = 2;
+  dpu.zero.offload_optimizer.device = "cpu";
+  dpu.zero.offload_optimizer.delayed_param_update = true;
+  const auto c = plan_candidates(dpu, 2, "/var/tmp/x", model, budget);
+  ASSERT_EQ(c.size(), 3u * 2u);  // stage 2 in memory only
+  for (const auto& cand : c) {
+    EXPECT_EQ(cand.spec.stage, 2) << cand.name;
+    EXPECT_FALSE(cand.spec.optimizer_on_disk) << cand.name;
+    EXPECT_TRUE(cand.config.zero.offload_optimizer.delayed_param_update) << cand.name;
+  }
 }
 
 TEST(PlanChoice, BadBudgetIsAUsageErrorNamingIt) {

@@ -52,10 +52,14 @@ inline constexpr double kDiskMargin = 0.02;
 bool fits_budget(int64_t ram, int64_t disk, const MachineBudget& budget);
 
 // Candidates for `base` (its precision, batch, optimizer and schedule kept; the ZeRO stage,
-// offload devices, optimizer.state_dtype and activation checkpointing chosen) on `world`
-// ranks of one host, tier files under `nvme_path`; `model_for(checkpointing)` gives the
-// model's plan inputs with or without activation checkpointing. Sorted cheapest first.
-// Throws zoff::UsageError for a budget <= 0 or an empty nvme_path.
+// offload devices, optimizer.state_dtype and activation checkpointing chosen; those the base
+// cannot run left out: compressed states for other optimizers than Adam/AdamW, the disk
+// or stage 3 with a delayed parameter update) on `world` ranks of one host, tier files under
+// `nvme_path`. RAM is each rank's peak times `world`: one parameter copy per host (stages
+// 1-2) is counted in every rank, so several ranks' RAM is over-, never under-counted;
+// `model_for(checkpointing)` gives the model's plan inputs with or without activation
+// checkpointing. Sorted cheapest first. Throws zoff::UsageError for a budget <= 0 or an empty
+// nvme_path.
 std::vector<Candidate> plan_candidates(const config::Config& base, int world,
                                        const std::string& nvme_path,
                                        const std::function<PlanModel(bool)>& model_for,

@@ -35,7 +35,9 @@ inline uint16_t split_master_copy(uint32_t bits) {
 // The extension stored beside the copy: the dropped 16 bits.
 inline uint16_t split_master_extension(uint32_t bits) { return static_cast<uint16_t>(bits); }
 
-// The fp32 pattern rebuilt from the copy and the extension.
+// The fp32 pattern rebuilt from the copy and the extension. Only for a copy split_master_copy
+// made: a copy rounded otherwise (LibTorch's round to nearest even) comes back one ulp off
+// at a tie, and a foreign copy 0x0000 / 0x8000 with an extension above 0x8000 wraps.
 inline uint32_t split_master_join(uint16_t copy, uint16_t extension) {
   const bool nan = (copy & 0x7F80u) == 0x7F80u && (copy & 0x007Fu) != 0;
   const uint32_t upper = nan ? copy : static_cast<uint32_t>(copy) - (extension > 0x8000u ? 1u : 0u);
