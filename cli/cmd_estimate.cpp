@@ -40,6 +40,7 @@ struct EstimateArgs {
   std::string state_dtype = "fp32";
   int64_t live_params = -1;  // -1: two gpt blocks for --model gpt, else 0
   bool host_shared_params = false;
+  bool no_split_master = false;
   bool json = false;
   // --plan: the whole run of `zoff train --config CONFIG` (peak RSS and disk of one rank)
   bool plan = false;
@@ -190,6 +191,7 @@ void run_estimate(const EstimateArgs& a, const estimate::PresetParamCount& prese
   ZOFF_CHECK_ARG(a.live_params >= -1, "--live-params ", a.live_params, ": must be >= 0");
   o.live_params = default_live_params(a);
   o.host_shared_params = a.host_shared_params;
+  o.split_master = !a.no_split_master;
   const estimate::MemoryEstimate m = estimate::estimate_memory(o);
   std::cout << (a.json ? estimate::to_json(m) + "\n" : estimate::to_table(m));
 }
@@ -213,6 +215,9 @@ void add_estimate(CLI::App& root, int& exit_code) {
   cmd->add_flag("--host-shared-params", args->host_shared_params,
                 "Stages 1-2: one copy of the parameters per node that its ranks share, as "
                 "zoff train keeps with every rank on one host (needs --nodes 1)");
+  cmd->add_flag("--no-split-master", args->no_split_master,
+                "nvme with bf16: count a 4-byte fp32 master, not the split one (bf16 "
+                "parameter + 16-bit extension; offload_optimizer.split_master = false)");
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
   cmd->add_option("--plan", args->plan_file,
                   "Plan a whole training run: peak RSS and disk bytes of one rank of `zoff "

@@ -387,6 +387,7 @@ void parse_offload_optimizer(Section& z, ZeroConfig& zc, std::vector<std::string
   read_checked(
       off->integer("stream_buffers"), &oc.stream_buffers, *off, "stream_buffers",
       [](int64_t v) { return v >= 0 && v <= 4096; }, "must be in [0, 4096] (0 = automatic)");
+  if (auto split = off->boolean("split_master")) oc.split_master = *split;
   if (oc.device == "nvme" && oc.nvme_paths.empty()) {
     fail(off->path_of("device"), json(oc.device),
          "needs zero_optimization.offload_optimizer.nvme_path");

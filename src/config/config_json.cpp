@@ -50,31 +50,34 @@ ojson paths_json(const std::vector<std::string>& paths) {
 ojson zero_json(const ZeroConfig& z) {
   const OffloadConfig& oo = z.offload_optimizer;
   const OffloadParamConfig& op = z.offload_param;
-  return {{"stage", z.stage},
-          {"reduce_bucket_size", z.reduce_bucket_size},
-          {"allgather_bucket_size", z.allgather_bucket_size},
-          {"overlap_comm", z.overlap_comm},
-          {"contiguous_gradients", z.contiguous_gradients},
-          {"host_shared_params", z.host_shared_params},
-          {"sub_group_size", z.sub_group_size},
-          {"stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size},
-          {"stage3_max_live_parameters", z.stage3_max_live_parameters},
-          {"stage3_param_persistence_threshold", z.stage3_param_persistence_threshold},
-          {"offload_optimizer",
-           {{"device", oo.device},
-            {"pin_memory", oo.pin_memory},
-            {"nvme_path", paths_json(oo.nvme_paths)},
-            {"buffer_count", oo.buffer_count},
-            {"overlap_step", oo.overlap_step},
-            {"gradients", oo.gradients},
-            {"stream_buffers", oo.stream_buffers},
-            {"delayed_param_update",
-             {{"enabled", oo.delayed_param_update}, {"warmup_steps", oo.dpu_warmup_steps}}}}},
-          {"offload_param",
-           {{"device", op.device},
-            {"pin_memory", op.pin_memory},
-            {"nvme_path", paths_json(op.nvme_paths)},
-            {"max_in_cpu", op.max_in_cpu}}}};
+  ojson out = {{"stage", z.stage},
+               {"reduce_bucket_size", z.reduce_bucket_size},
+               {"allgather_bucket_size", z.allgather_bucket_size},
+               {"overlap_comm", z.overlap_comm},
+               {"contiguous_gradients", z.contiguous_gradients},
+               {"host_shared_params", z.host_shared_params},
+               {"sub_group_size", z.sub_group_size},
+               {"stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size},
+               {"stage3_max_live_parameters", z.stage3_max_live_parameters},
+               {"stage3_param_persistence_threshold", z.stage3_param_persistence_threshold},
+               {"offload_optimizer",
+                {{"device", oo.device},
+                 {"pin_memory", oo.pin_memory},
+                 {"nvme_path", paths_json(oo.nvme_paths)},
+                 {"buffer_count", oo.buffer_count},
+                 {"overlap_step", oo.overlap_step},
+                 {"gradients", oo.gradients},
+                 {"stream_buffers", oo.stream_buffers},
+                 {"delayed_param_update",
+                  {{"enabled", oo.delayed_param_update}, {"warmup_steps", oo.dpu_warmup_steps}}}}},
+               {"offload_param",
+                {{"device", op.device},
+                 {"pin_memory", op.pin_memory},
+                 {"nvme_path", paths_json(op.nvme_paths)},
+                 {"max_in_cpu", op.max_in_cpu}}}};
+  // Unset means "wherever it applies": only a choice made is written.
+  if (oo.split_master) out["offload_optimizer"]["split_master"] = *oo.split_master;
+  return out;
 }
 
 ojson aio_json(const AioConfig& a) {

@@ -37,6 +37,9 @@ void MasterStore::finish_step() {
   throw Error("master store: the overlapped step needs a disk store");
 }
 void MasterStore::abandon_step() {}
+void MasterStore::bind_compute_copy(const torch::Tensor&) {
+  throw Error("master store: the split master needs a disk store");
+}
 double MasterStore::take_grads(size_t, const float*, size_t, bool, int) {
   throw Error("master store: gradients are kept by a disk store only");
 }

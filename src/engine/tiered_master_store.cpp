@@ -49,6 +49,13 @@ class TieredMasterStore : public MasterStore {
     return tiered_->accumulate_grads(offset, piece, n, first, divide_by);
   }
   void set_grad_scale(double coef) override { tiered_->set_grad_scale(coef); }
+  void bind_compute_copy(const torch::Tensor& copy) override {
+    ZOFF_CHECK(copy.defined() && copy.scalar_type() == torch::kBFloat16 && copy.is_cpu() &&
+                   copy.is_contiguous() && static_cast<size_t>(copy.numel()) == numel(),
+               "disk master store: the split master's copy must be ", numel(),
+               " contiguous bf16 elements in host memory");
+    tiered_->set_split_copy(reinterpret_cast<uint16_t*>(copy.data_ptr()));
+  }
 
   // Every region as it is stored, streamed range by range; int8 scales from host memory.
   std::vector<StateSection> sections(int64_t offset, int64_t numel) override {

@@ -6,33 +6,28 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tiered_optimizer_impl.h"
 #include "zoff/core/error.h"
+#include "zoff/optim/split_master.h"
 
 namespace zoff::engine {
-
-// One set of host buffers: the master and each state of one sub-group, and the transfers
-// in flight on them (the sub-group's reads, or its write-back).
-struct TieredOptimizer::Slot {
-  std::vector<offload::HostBuffer> buffers;  // [0] master, [1 + i] state i
-  offload::HostBuffer out;                   // the compute-dtype copy, with an output region
-  offload::HostBuffer grads;                 // the sub-group's gradients, grads_in_tier only
-  std::vector<offload::IoRequest> pending;
-  size_t group = static_cast<size_t>(-1);
-  void wait() {
-    for (auto& r : pending) r.wait();
-    pending.clear();
-  }
-  std::vector<float*> states() {
-    std::vector<float*> out;
-    for (size_t i = 1; i < buffers.size(); ++i) out.push_back(buffers[i].as<float>());
-    return out;
-  }
-};
 
 namespace {
 
 size_t stored_element_bytes(const optim::OptimizerOptions& options) {
   return optim::stored_element_bytes(optim::parse_state_dtype(options.state_dtype));
+}
+
+// The split master's extensions of n settled values (the compute copy, rounded by whoever
+// holds it, is theirs only when they are settled: an unsettled odd tie is refused).
+void append_extensions(const float* values, size_t n, uint16_t* ext) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, values + i, sizeof b);
+    ZOFF_CHECK(optim::split_master_settle(b) == b, "tiered optimizer: split master value ", i,
+               " (bits 0x", std::hex, b, ") is not settled (optim::split_master_settle)");
+    ext[i] = optim::split_master_extension(b);
+  }
 }
 
 }  // namespace
@@ -43,6 +38,7 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
       optimizer_(options, threads),
       state_bytes_(stored_element_bytes(options)),
       numel_(numel),
+      split_(sub_groups.split_master),
       group_(optim::round_sub_group(sub_groups.sub_group_elems, tier.alignment(), numel,
                                     state_bytes_)),
       timeout_(sub_groups.timeout) {
@@ -53,7 +49,7 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
                  "zero_optimization.offload_optimizer.buffer_count = ", count, ": ", options.type,
                  " needs at least ", per_group,
                  " (the master and each optimizer state of one sub-group)");
-  regions_.push_back(tier_.allocate("master", numel_ * sizeof(float)));
+  regions_.push_back(tier_.allocate("master", numel_ * (split_ ? 2 : sizeof(float))));
   for (const auto& spec : optimizer_.states()) {
     regions_.push_back(tier_.allocate(spec.name, numel_ * state_bytes_));
     if (optimizer_.state_dtype() == optim::StateDtype::kInt8) {
@@ -79,6 +75,7 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
       slot->buffers.emplace_back(static_cast<size_t>(group_) * elem, tier_.alignment());
     }
     if (grads) slot->grads = offload::HostBuffer(bytes, tier_.alignment());
+    if (split_) slot->ext = offload::HostBuffer(static_cast<size_t>(group_) * 2, tier_.alignment());
     slots_.push_back(std::move(slot));
   }
   if (sub_groups.grads_streamed) {
@@ -108,8 +105,16 @@ size_t TieredOptimizer::groups() const {
   return (numel_ + static_cast<size_t>(group_) - 1) / static_cast<size_t>(group_);
 }
 
+size_t TieredOptimizer::stored_bytes(size_t region) const {
+  return region == 0 && split_ ? 2 : region_element_bytes(region);
+}
+
 uint64_t TieredOptimizer::region_offset(size_t region, size_t g) const {
-  return g * static_cast<uint64_t>(group_) * region_element_bytes(region);
+  return g * static_cast<uint64_t>(group_) * stored_bytes(region);
+}
+
+void* TieredOptimizer::region_buffer(Slot& slot, size_t region) {
+  return region == 0 && split_ ? slot.ext.data() : slot.buffers[region].data();
 }
 
 size_t TieredOptimizer::group_size(size_t g) const {
@@ -138,18 +143,23 @@ void TieredOptimizer::append_master(size_t offset, const float* values, size_t n
              ", expected ", appended_, " (out of order)");
   ZOFF_CHECK(appended_ + n <= numel_, "tiered optimizer: ", appended_ + n,
              " master elements appended, the shard has ", numel_);
-  float* buf = slots_.front()->buffers.front().as<float>();
+  Slot& slot = *slots_.front();
+  auto* buf = static_cast<char*>(region_buffer(slot, 0));
+  const size_t elem = stored_bytes(0);
   while (n > 0) {
     const size_t at = appended_ % static_cast<size_t>(group_);
     const size_t take = std::min(n, static_cast<size_t>(group_) - at);
-    std::memcpy(buf + at, values, take * sizeof(float));
+    if (split_) {
+      append_extensions(values, take, reinterpret_cast<uint16_t*>(buf) + at);
+    } else {
+      std::memcpy(buf + at * elem, values, take * elem);
+    }
     appended_ += take;
     values += take;
     n -= take;
     if (at + take == static_cast<size_t>(group_) || appended_ == numel_) {
       const size_t g = (appended_ - 1) / static_cast<size_t>(group_);
-      const uint64_t offset = g * static_cast<uint64_t>(group_) * sizeof(float);
-      regions_.front()->write(offset, buf, (at + take) * sizeof(float)).wait();
+      regions_.front()->write(region_offset(0, g), buf, (at + take) * elem).wait();
     }
   }
 }
@@ -165,8 +175,12 @@ void TieredOptimizer::issue_read(size_t g, Slot& slot) {
   const uint64_t offset = g * static_cast<uint64_t>(group_) * sizeof(float);
   const size_t bytes = group_size(g) * sizeof(float);
   for (size_t r = 0; r < regions_.size(); ++r) {
-    slot.pending.push_back(regions_[r]->read(region_offset(r, g), slot.buffers[r].data(),
-                                             group_size(g) * region_element_bytes(r)));
+    slot.pending.push_back(regions_[r]->read(region_offset(r, g), region_buffer(slot, r),
+                                             group_size(g) * stored_bytes(r)));
+  }
+  if (split_ && out_region_ != nullptr) {  // the copy half of the split master
+    slot.pending.push_back(out_region_->read(g * static_cast<uint64_t>(group_) * out_bytes_,
+                                             slot.out.data(), group_size(g) * out_bytes_));
   }
   if (grads_region_) {
     slot.pending.push_back(grads_region_->read(offset, slot.grads.data(), bytes));
@@ -179,12 +193,17 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
   const size_t n = group_size(g);
   float* master = slot.buffers.front().as<float>();
   auto states = slot.states();
-  const bool copy = job_.copy_out != optim::CopyOut::kNone;
+  // The split master: joined into the fp32 buffer, stepped, split again (the copy and
+  // the extension written back; no copy-out of the kernel's own).
+  uint16_t* split_copy = split_ ? split_copy_of(g, slot) : nullptr;
+  if (split_copy) optim::split_master_decode(split_copy, slot.ext.as<uint16_t>(), n, master);
+  const bool copy = job_.copy_out != optim::CopyOut::kNone && !split_;
+  const optim::CopyOut copy_out = copy ? job_.copy_out : optim::CopyOut::kNone;
   uint16_t* out16 = nullptr;
   if (copy) out16 = out_region_ != nullptr ? slot.out.as<uint16_t>() : job_.out16 + begin;
   const float* grads = group_grads(g, slot);
   if (state_bytes_ == sizeof(float)) {
-    optimizer_.step_span(master, grads, states.data(), n, job_.copy_out, out16);
+    optimizer_.step_span(master, grads, states.data(), n, copy_out, out16);
   } else {
     std::vector<optim::StateSpan> spans;
     for (size_t i = 0; i < states.size(); ++i) {
@@ -193,11 +212,14 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
       float* scales = scales_.empty() ? nullptr : scales_[i].data() + begin / optim::kStateBlock;
       spans.push_back({states[i], scales});
     }
-    optimizer_.step_span(master, grads, spans.data(), n, optim::SpanPlace{begin, numel_},
-                         job_.copy_out, out16);
+    optimizer_.step_span(master, grads, spans.data(), n, optim::SpanPlace{begin, numel_}, copy_out,
+                         out16);
   }
-  if (out_region_ != nullptr && !copy) std::memcpy(slot.out.data(), master, n * sizeof(float));
-  if (out_region_ == nullptr && job_.out32 != nullptr) {
+  if (split_copy) {
+    optim::split_master_encode(master, n, split_copy, slot.ext.as<uint16_t>());
+  } else if (out_region_ != nullptr && !copy)
+    std::memcpy(slot.out.data(), master, n * sizeof(float));
+  if (out_region_ == nullptr && job_.out32 != nullptr && !split_) {
     std::memcpy(job_.out32 + begin, master, n * sizeof(float));
   }
   if (window_) window_->release(g);  // consumed: backward may fill another sub-group
@@ -220,8 +242,8 @@ const float* TieredOptimizer::group_grads(size_t g, Slot& slot) {
 
 void TieredOptimizer::issue_write(size_t g, Slot& slot) {
   for (size_t r = 0; r < regions_.size(); ++r) {
-    slot.pending.push_back(regions_[r]->write(region_offset(r, g), slot.buffers[r].data(),
-                                              group_size(g) * region_element_bytes(r)));
+    slot.pending.push_back(regions_[r]->write(region_offset(r, g), region_buffer(slot, r),
+                                              group_size(g) * stored_bytes(r)));
   }
   if (out_region_ != nullptr) {
     slot.pending.push_back(out_region_->write(g * static_cast<uint64_t>(group_) * out_bytes_,
@@ -236,6 +258,8 @@ void TieredOptimizer::set_output_region(offload::TierRegion* region, size_t elem
   ZOFF_CHECK(region == nullptr || region->bytes() == numel_ * element_bytes,
              "tiered optimizer: output region of ", region ? region->bytes() : 0, " bytes for ",
              numel_, " elements");
+  ZOFF_CHECK(!split_ || region == nullptr || element_bytes == 2,
+             "tiered optimizer: the split master's copy is bf16, not ", element_bytes, " bytes");
   out_region_ = region;
   out_bytes_ = element_bytes;
   for (auto& slot : slots_) {
@@ -264,6 +288,10 @@ void TieredOptimizer::begin_step(const float* grads, double lr, optim::CopyOut c
   ZOFF_CHECK(!job_.active, "tiered optimizer: begin_step during a step");
   ZOFF_CHECK(grads != nullptr || numel_ == 0 || grads_region_ || window_,
              "tiered optimizer: no gradients");
+  ZOFF_CHECK(!split_ || copy_out == optim::CopyOut::kBf16,
+             "tiered optimizer: the split master needs a bf16 copy-out");
+  ZOFF_CHECK(!split_ || out_region_ != nullptr || (out16 != nullptr && out16 == split_copy_),
+             "tiered optimizer: the split master's step must write the bound copy");
   check_regions();
   optimizer_.begin_step(lr);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -483,43 +511,15 @@ std::vector<std::string> TieredOptimizer::region_names() const {
   return names;
 }
 
-// Copies [offset, offset + n) of one region through one sub-group buffer, window by window
-// (windows are sub-groups, so every transfer is aligned). `copy(window, bytes, done)`
-// moves `bytes` bytes between the window buffer at `window` and the caller's span at byte
-// `done`.
-template <class Copy>
-void TieredOptimizer::stream_range(size_t region, size_t offset, size_t n, bool write_back,
-                                   const Copy& copy) {
-  ZOFF_CHECK(region < regions_.size(), "tiered optimizer: no region ", region);
-  ZOFF_CHECK(offset + n <= numel_, "tiered optimizer: range [", offset, ", ", offset + n,
-             ") is outside ", numel_, " elements");
-  ZOFF_CHECK(!job_.active, "tiered optimizer: region ", region, " copied during a step");
-  // The master's buffer holds a sub-group of fp32, so of any stored state too.
-  auto* buf = slots_.front()->buffers.front().as<char>();
-  const size_t elem = region_element_bytes(region);
-  size_t done = 0;
-  while (done < n) {
-    const size_t g = (offset + done) / static_cast<size_t>(group_);
-    const size_t start = g * static_cast<size_t>(group_);
-    const size_t size = group_size(g);
-    const size_t first = offset + done - start;
-    const size_t k = std::min(n - done, size - first);
-    const uint64_t at = region_offset(region, g);
-    const bool whole = first == 0 && k == size;
-    if (!(write_back && whole)) regions_[region]->read(at, buf, size * elem).wait();
-    copy(buf + first * elem, k * elem, done * elem);
-    if (write_back) regions_[region]->write(at, buf, size * elem).wait();
-    done += k;
-  }
-}
-
 void TieredOptimizer::read(size_t region, size_t offset, size_t n, void* dst) {
+  if (region == 0 && split_) return read_split_master(offset, n, static_cast<float*>(dst));
   stream_range(region, offset, n, false, [&](char* window, size_t bytes, size_t done) {
     std::memcpy(static_cast<char*>(dst) + done, window, bytes);
   });
 }
 
 void TieredOptimizer::write(size_t region, size_t offset, size_t n, const void* src) {
+  if (region == 0 && split_) return write_split_master(offset, n, static_cast<const float*>(src));
   stream_range(region, offset, n, true, [&](char* window, size_t bytes, size_t done) {
     std::memcpy(window, static_cast<const char*>(src) + done, bytes);
   });
@@ -529,7 +529,7 @@ size_t TieredOptimizer::host_bytes() const {
   size_t bytes = 0;
   for (const auto& slot : slots_) {
     for (const auto& b : slot->buffers) bytes += b.capacity();
-    bytes += slot->out.capacity() + slot->grads.capacity();
+    bytes += slot->out.capacity() + slot->grads.capacity() + slot->ext.capacity();
   }
   for (const auto& s : scales_) bytes += s.size() * sizeof(float);
   if (window_) bytes += window_->capacity_bytes() + zeros_.capacity();

@@ -16,6 +16,7 @@
 #include "zoff/engine/grad_stats.h"
 #include "zoff/engine/module_values.h"
 #include "zoff/optim/gradient_kernels.h"
+#include "zoff/optim/split_master.h"
 #include "zoff/placement/store_tier.h"
 
 namespace zoff::engine {
@@ -167,9 +168,14 @@ void ZeroEngine::setup_states() {
   so.sub_groups.grads_in_tier = placement_.grads == placement::GradStore::kDisk;
   so.sub_groups.grads_streamed = placement_.grads == placement::GradStore::kStreamed;
   so.sub_groups.stream_buffers = offload.stream_buffers;
+  so.sub_groups.split_master = placement_.split_master;
   store_ = make_master_store(placement_.optimizer, "zoff_rank" + std::to_string(comm_->rank()),
                              config_, so);
   params_->attach(store_->master(), *store_);
+  // The split master's copy half in memory (stage 3's on disk is the output region).
+  if (placement_.split_master && !placement_.params_on_disk()) {
+    store_->bind_compute_copy(params_->optimizer_output());
+  }
   sink_ = std::make_unique<GradSink>(*store_, placement_, comm_->size());
 }
 
@@ -185,6 +191,10 @@ void ZeroEngine::load_unit_values() {
     const auto& unit = layout_->units()[u];
     auto values = unit_values_fp32(*layout_, u, plan_, options_.param_init);
     comm_->broadcast(values, 0)->wait();
+    // A split master holds no odd ties (optim/split_master.h): its copy is then the
+    // compute parameters' rounding, whoever rounds.
+    if (placement_.split_master)
+      optim::split_master_settle(values.data_ptr<float>(), values.numel());
     // This rank's piece of the unit (stages 1-3; empty at stage 0, which is not sharded).
     const auto mine = values.narrow(0, rank * unit.shard_size, unit.shard_size);
     if (stage() > 0) {

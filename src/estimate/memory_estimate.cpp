@@ -56,6 +56,8 @@ placement::Placement stage_placement(int stage, const EstimateOptions& o) {
                                                        : placement::Store::kNvme;
   p.master_is_params = placement::master_is_params(p.precision, stage, p.optimizer.store,
                                                    /*compute_on_device=*/false);
+  p.split_master =
+      o.split_master && p.optimizer_on_disk() && p.precision == placement::Precision::kBf16;
   return p;
 }
 

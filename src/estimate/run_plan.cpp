@@ -120,7 +120,8 @@ void unit_buffers(const placement::Placement& pl, const config::Config& c, const
 
 void disk_files(const placement::Placement& pl, const Shape& s, RunPlan& p) {
   const placement::StateBytes b = placement::state_bytes(pl, s.state);
-  add(p.disk, "fp32 master", b.disk_master, "");
+  add(p.disk, "fp32 master", b.disk_master,
+      pl.split_master ? "split: 16-bit extensions, the bf16 parameters the other half" : "");
   add(p.disk, "optimizer states", b.disk_states, optim::state_dtype_name(pl.states));
   add(p.disk, "gradient shard", b.disk_grads, "fp32");
   add(p.disk, "parameters", b.disk_params, "compute dtype");

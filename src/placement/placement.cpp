@@ -173,9 +173,9 @@ std::string Placement::describe() const {
       text += " over " + std::to_string(s.paths.size()) + " paths";
     return text;
   };
-  os << "stage " << stage << ", " << to_string(precision) << "; master and states ("
-     << optim::state_dtype_name(states) << "): " << place(optimizer)
-     << "; gradients: " << to_string(grads) << "; parameters: ";
+  os << "stage " << stage << ", " << to_string(precision) << "; master"
+     << (split_master ? " (split)" : "") << " and states (" << optim::state_dtype_name(states)
+     << "): " << place(optimizer) << "; gradients: " << to_string(grads) << "; parameters: ";
   os << (stage == 3 ? place(params) + " (pieces)" : std::string("compute (whole)"));
   return os.str();
 }
@@ -198,6 +198,21 @@ std::string why_not_streamed(const config::Config& c) {
   return "";
 }
 
+// offload_optimizer.split_master: unset, wherever it applies; true, there or an error.
+bool resolve_split_master(const config::Config& c, const Placement& p) {
+  const std::optional<bool>& asked = c.zero.offload_optimizer.split_master;
+  if (asked && !*asked) return false;
+  std::string why;
+  if (!p.optimizer_on_disk()) {
+    why = "offload_optimizer.device = nvme (a master in memory stays fp32)";
+  } else if (p.precision != Precision::kBf16) {
+    why = "bf16 (the extension completes a bf16 parameter to its fp32 master)";
+  }
+  ZOFF_CHECK_ARG(!asked || why.empty(),
+                 "zero_optimization.offload_optimizer.split_master = true needs ", why);
+  return why.empty();
+}
+
 Placement resolve(const config::Config& config, const PlacementContext& context, bool announce) {
   check_stage(config, context);
   Placement p;
@@ -210,6 +225,7 @@ Placement resolve(const config::Config& config, const PlacementContext& context,
   p.grads = resolve_grads(config, context, announce);
   p.master_is_params =
       master_is_params(p.precision, p.stage, p.optimizer.store, p.compute_on_device);
+  p.split_master = resolve_split_master(config, p);
   p.params_per_host = p.stage >= 1 && p.stage <= 2 && context.world > 1 &&
                       config.zero.host_shared_params && !p.compute_on_device;
   return p;

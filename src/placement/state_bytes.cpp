@@ -45,7 +45,7 @@ StateBytes state_bytes(const Placement& p, const StateShape& shape) {
           ? static_cast<int64_t>(optim::state_blocks(static_cast<size_t>(shard))) * 4
           : 0;
   if (p.optimizer_on_disk()) {
-    b.disk_master = shard * 4;
+    b.disk_master = shard * (p.split_master ? 2 : 4);  // split: the 16-bit extension only
     b.disk_states = shape.states * shard * stored;
     b.memory_states = shape.states * scales;
   } else {

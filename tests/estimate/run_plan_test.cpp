@@ -41,17 +41,39 @@ TEST(RunPlan, DiskIsTheShardTimesEachFilesBytesPerElement) {
   const auto p = plan_run(on_disk("nvme", "int8"), 3, m);
   EXPECT_EQ(p.params, 6011);
   EXPECT_EQ(p.shard_elems, 2005);
-  EXPECT_EQ(item(p.disk, "fp32 master"), 2005 * 4);
+  // The split master (the default with bf16 on disk): 16-bit extensions beside the bf16
+  // parameters, 6 bytes per element with int8 states.
+  EXPECT_EQ(item(p.disk, "fp32 master"), 2005 * 2);
   EXPECT_EQ(item(p.disk, "optimizer states"), 2 * 2005);  // m and v, one byte each
   EXPECT_EQ(item(p.disk, "gradient shard"), 2005 * 4);
   EXPECT_EQ(item(p.disk, "parameters"), 2005 * 2);  // bf16
-  EXPECT_EQ(p.disk_bytes, 2005 * (4 + 2 + 4 + 2));
+  EXPECT_EQ(p.disk_bytes, 2005 * (2 + 2 + 4 + 2));
   // Streamed gradients: no gradient file, a window of sub-groups in memory instead.
   const auto s = plan_run(on_disk("stream", "int8"), 3, m);
   EXPECT_EQ(item(s.disk, "gradient shard"), 0);
-  EXPECT_EQ(s.disk_bytes, 2005 * (4 + 2 + 2));
+  EXPECT_EQ(s.disk_bytes, 2005 * (2 + 2 + 2));
   EXPECT_GT(item(s.host, "gradient window"), 0);
   EXPECT_EQ(item(s.host, "gradient buffers"), 0);
+  // split_master false: the 4-byte master.
+  auto full = on_disk("stream", "int8");
+  full.zero.offload_optimizer.split_master = false;
+  EXPECT_EQ(plan_run(full, 3, m).disk_bytes, 2005 * (4 + 2 + 2));
+}
+
+// split_master true where it cannot apply is refused, naming the key.
+TEST(RunPlan, SplitMasterWhereItCannotApplyIsRefused) {
+  PlanModel m;
+  m.unit_elems = {10, 1001, 5000};
+  auto c = on_disk("stream", "int8");
+  c.bf16 = false;
+  c.zero.offload_optimizer.split_master = true;
+  try {
+    plan_run(c, 3, m);
+    FAIL() << "split_master true with fp32 compute was taken";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("split_master = true needs bf16"), std::string::npos)
+        << e.what();
+  }
 }
 
 // The sub-group is rounded as the engine rounds it: int8 states need whole 2048-element

@@ -1,5 +1,5 @@
-// The split master's encoding over all 2^32 fp32 patterns: the bf16 copy is LibTorch's
-// round-to-nearest-even except at ties, and the copy plus the extension give the pattern back.
+// The split master's encoding over all 2^32 fp32 patterns: only odd ties are settled, every
+// settled pattern comes back from its copy and extension, and the copy is LibTorch's bf16.
 #include "zoff/optim/split_master.h"
 
 #include <c10/util/BFloat16.h>
@@ -15,39 +15,39 @@ namespace {
 
 // What one pass over a range of patterns found.
 struct Tally {
-  uint64_t lost = 0;        // patterns that did not come back, signalling NaNs aside
-  uint64_t quieted = 0;     // signalling NaNs with their payload in the low half
-  uint64_t ties = 0;        // finite patterns whose copy is not LibTorch's (ties, odd upper)
-  uint64_t other_diff = 0;  // finite patterns whose copy differs from LibTorch's otherwise
+  uint64_t settled = 0;     // finite patterns a split master moves (odd ties)
+  uint64_t bad_settle = 0;  // patterns moved otherwise, or NaNs moved
+  uint64_t lost = 0;        // settled finite patterns that did not come back
+  uint64_t copy_diff = 0;   // settled finite patterns whose copy is not LibTorch's
+  uint64_t nan_lost = 0;    // NaNs that did not come back as NaNs
   uint64_t first_lost = 0;
 };
 
 bool is_nan(uint32_t b) { return (b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0; }
 
+void check_pattern(uint32_t b, Tally* t) {
+  const uint32_t s = split_master_settle(b);
+  const uint16_t copy = split_master_copy(s);
+  const uint32_t back = split_master_join(copy, split_master_extension(s));
+  if (is_nan(b)) {
+    t->bad_settle += s != b;
+    t->nan_lost += !is_nan(back) || !is_nan(static_cast<uint32_t>(copy) << 16);
+    return;
+  }
+  if (s != b) (s == b - 1 && (b & 0x1FFFFu) == 0x18000u ? t->settled : t->bad_settle)++;
+  if (back != s && t->lost++ == 0) t->first_lost = b;
+  float f;
+  std::memcpy(&f, &s, sizeof f);
+  t->copy_diff += copy != c10::BFloat16(f).x;  // LibTorch's round to nearest even
+}
+
 Tally check_range(uint64_t begin, uint64_t end) {
   Tally t;
-  for (uint64_t i = begin; i < end; ++i) {
-    const auto b = static_cast<uint32_t>(i);
-    const uint16_t copy = split_master_copy(b);
-    const uint32_t back = split_master_join(copy, split_master_extension(b));
-    const bool low_payload_snan = is_nan(b) && ((b >> 16) & 0x7Fu) == 0;
-    if (low_payload_snan) {
-      t.quieted += back == (b | 0x00400000u);
-    } else if (back != b) {
-      if (t.lost++ == 0) t.first_lost = b;
-    }
-    if (is_nan(b)) continue;
-    float f;
-    std::memcpy(&f, &b, sizeof f);
-    const uint16_t rne = c10::BFloat16(f).x;  // LibTorch's round to nearest even
-    if (copy == rne) continue;
-    const bool tie = (b & 0xFFFFu) == 0x8000u && ((b >> 16) & 1u) == 1u;
-    (tie && copy == rne - 1 ? t.ties : t.other_diff)++;
-  }
+  for (uint64_t i = begin; i < end; ++i) check_pattern(static_cast<uint32_t>(i), &t);
   return t;
 }
 
-TEST(SplitMaster, EveryPatternComesBackAndTheCopyIsLibTorchsRoundingExceptAtTies) {
+TEST(SplitMaster, EverySettledPatternComesBackAndItsCopyIsLibTorchsRounding) {
   constexpr uint64_t kAll = uint64_t{1} << 32;
   const unsigned threads = std::max(2u, std::thread::hardware_concurrency());
   std::vector<Tally> tallies(threads);
@@ -62,35 +62,63 @@ TEST(SplitMaster, EveryPatternComesBackAndTheCopyIsLibTorchsRoundingExceptAtTies
   Tally sum;
   for (const auto& t : tallies) {
     if (sum.lost == 0 && t.lost > 0) sum.first_lost = t.first_lost;
+    sum.settled += t.settled;
+    sum.bad_settle += t.bad_settle;
     sum.lost += t.lost;
-    sum.quieted += t.quieted;
-    sum.ties += t.ties;
-    sum.other_diff += t.other_diff;
+    sum.copy_diff += t.copy_diff;
+    sum.nan_lost += t.nan_lost;
   }
   EXPECT_EQ(sum.lost, 0u) << "first pattern lost: 0x" << std::hex << sum.first_lost;
-  // Signalling NaNs with upper half 0x7F80 / 0xFF80 and a nonzero low half: 2 x 65535.
-  EXPECT_EQ(sum.quieted, 2u * 65535u);
   // Finite patterns with an odd upper half (2 signs x 0x7F80 finite uppers / 2) and a tie.
-  EXPECT_EQ(sum.ties, 2u * 0x7F80u / 2u);
-  EXPECT_EQ(sum.other_diff, 0u);
+  EXPECT_EQ(sum.settled, 2u * 0x7F80u / 2u);
+  EXPECT_EQ(sum.bad_settle, 0u);
+  EXPECT_EQ(sum.copy_diff, 0u);
+  EXPECT_EQ(sum.nan_lost, 0u);
 }
 
 TEST(SplitMaster, CarriesAcrossExponentsAndIntoInfinity) {
   struct Case {
-    uint32_t bits;
+    uint32_t bits;  // a settled pattern
     uint16_t copy;
   };
   for (const Case c : {Case{0x3F7FFFFFu, 0x3F80u},     // just below 1: carries into the exponent
                        Case{0x7F7FFFFFu, 0x7F80u},     // largest float: rounds up to inf
                        Case{0xFF7F8001u, 0xFF80u},     // and -inf
                        Case{0x00008001u, 0x0001u},     // subnormal carry out of zero
-                       Case{0x3F808000u, 0x3F80u},     // tie, even upper: down (as RNE)
-                       Case{0x3F818000u, 0x3F81u},     // tie, odd upper: down (RNE: up)
+                       Case{0x3F808000u, 0x3F80u},     // tie, even upper: down
+                       Case{0x3F817FFFu, 0x3F81u},     // a settled odd tie: down
                        Case{0x7F800000u, 0x7F80u},     // inf
-                       Case{0x7FC01234u, 0x7FC0u}}) {  // quiet NaN: its upper half
+                       Case{0x80000000u, 0x8000u}}) {  // -0
     EXPECT_EQ(split_master_copy(c.bits), c.copy) << std::hex << c.bits;
     EXPECT_EQ(split_master_join(c.copy, split_master_extension(c.bits)), c.bits)
         << std::hex << c.bits;
+  }
+  EXPECT_EQ(split_master_settle(0x3F818000u), 0x3F817FFFu);  // odd tie: one ulp toward zero
+  EXPECT_EQ(split_master_settle(0xBF818000u), 0xBF817FFFu);  // negative: toward zero too
+  EXPECT_EQ(split_master_settle(0x3F808000u), 0x3F808000u);  // even tie: kept
+}
+
+TEST(SplitMaster, ArrayEncodeAndDecodeMatchTheScalarEncoding) {
+  constexpr size_t kCount = 1000;
+  std::vector<float> master(kCount), back(kCount);
+  std::vector<uint16_t> copy(kCount), ext(kCount);
+  uint32_t x = 12345;
+  for (size_t i = 0; i < kCount; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const uint32_t b = i % 7 == 0 ? ((x & 0x3FFE0000u) | 0x18000u) : (x & 0xBFFFFFFFu);
+    std::memcpy(&master[i], &b, sizeof b);
+  }
+  std::vector<float> original = master;
+  split_master_encode(master.data(), kCount, copy.data(), ext.data());
+  split_master_decode(copy.data(), ext.data(), kCount, back.data());
+  for (size_t i = 0; i < kCount; ++i) {
+    uint32_t b, m, r;
+    std::memcpy(&b, &original[i], sizeof b);
+    std::memcpy(&m, &master[i], sizeof m);
+    std::memcpy(&r, &back[i], sizeof r);
+    ASSERT_EQ(m, split_master_settle(b)) << i;
+    ASSERT_EQ(r, m) << i;
+    ASSERT_EQ(copy[i], c10::BFloat16(master[i]).x) << i;
   }
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,11 @@ struct OffloadConfig {
   // ahead of the step; 0 = 4 x the step's slots, at least 8. Backward waits when all are
   // held.
   int64_t stream_buffers = 0;
+  // nvme with bf16 (zoff): the fp32 master on disk is stored as the bf16 parameter plus a
+  // 16-bit extension (optim/split_master.h), 2 bytes per element on disk instead of 4.
+  // Unset (default): on wherever it applies (bf16, the optimizer on disk, the fused
+  // backend); false: the 4-byte master; true: on, and an error where it cannot apply.
+  std::optional<bool> split_master;
 };
 
 // offload_param (stage 3): where each rank's parameter shards live. On a CPU-only machine

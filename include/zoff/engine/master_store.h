@@ -104,6 +104,11 @@ class MasterStore {
   // Gradient clipping of gradients the store keeps: multiplies them by `coef` as read.
   virtual void set_grad_scale(double coef);
 
+  // The split master (placement.split_master) with its bf16 copy in memory: `copy` (numel
+  // bf16 elements, the compute parameters the step writes) is the copy half, read by each
+  // step and by the master's sections. A disk store only.
+  virtual void bind_compute_copy(const torch::Tensor& copy);
+
   // The master and states of elements [offset, offset + numel) as checkpoint sections.
   virtual std::vector<StateSection> sections(int64_t offset, int64_t numel) = 0;
   // Stage 0: every rank loaded its own slice of `slice_numel` elements (rank-major) of the

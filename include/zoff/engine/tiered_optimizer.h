@@ -39,6 +39,11 @@ struct SubGroupOptions {
   // grads_streamed: sub-group buffers the window may hold at once; 0 = 4 x the step's
   // slots (at least 8). Backward waits when they are all held.
   int64_t stream_buffers = 0;
+  // The split master (optim/split_master.h): the "master" region holds each element's
+  // 16-bit extension (2 bytes, not 4), and its bf16 compute copy, the other half, is where
+  // the step writes the copy: the output region (set_output_region, 2 bytes) or the memory
+  // bound with set_split_copy(). Steps must copy out bf16; masters come in settled.
+  bool split_master = false;
   // Longest wait of finish_step() for the worker (each I/O wait has the tier's own timeout).
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
@@ -128,11 +133,18 @@ class TieredOptimizer {
   // out16/out32: the stage-3 parameter pieces on disk. nullptr: back to out16/out32.
   void set_output_region(offload::TierRegion* region, size_t element_bytes);
 
+  // split_master without an output region: the compute copy (numel bf16 elements, host
+  // memory, alive as long as this) that each step reads and rewrites and that read() and
+  // write() of the master join and split. Steps must write their copy there.
+  void set_split_copy(uint16_t* copy);
+  bool split_master() const { return split_; }
+
   // Region names: "master", then the optimizer's states (optimizer().states()).
   std::vector<std::string> region_names() const;
   // Synchronous element-range copies of one region, any offset and size, streamed through
   // one sub-group buffer (never more in memory). Elements are as stored: fp32 for the
-  // master, region_element_bytes() each for a state (bf16 bits, int8 codes).
+  // master (with the split master, joined from and split into the copy and the extension),
+  // region_element_bytes() each for a state (bf16 bits, int8 codes).
   void read(size_t region, size_t offset, size_t n, void* dst);
   void write(size_t region, size_t offset, size_t n, const void* src);
   size_t region_element_bytes(size_t region) const { return region == 0 ? 4 : state_bytes_; }
@@ -175,6 +187,15 @@ class TieredOptimizer {
   bool next_group(bool block, size_t* g);
   bool close_and_wait();
   void check_regions() const;
+  // Bytes per element of region r on disk (the split master's: 2).
+  size_t stored_bytes(size_t region) const;
+  void* region_buffer(Slot& slot, size_t region);
+  uint16_t* split_copy_of(size_t g, Slot& slot);
+  void read_split_master(size_t offset, size_t n, float* dst);
+  void write_split_master(size_t offset, size_t n, const float* src);
+  // The bf16 copy of sub-group g outside a step: in memory, or read from the output
+  // region into `buffer` (group elements).
+  uint16_t* group_copy(size_t g, uint16_t* buffer);
   void fill_states();
   double stream_grads(size_t offset, const float* piece, size_t n, int divide_by);
   const float* group_grads(size_t g, Slot& slot);
@@ -185,6 +206,8 @@ class TieredOptimizer {
   optim::SpanOptimizer optimizer_;
   size_t state_bytes_;  // bytes per stored state element: 4 fp32, 2 bf16, 1 int8
   size_t numel_;
+  bool split_ = false;              // split_master
+  uint16_t* split_copy_ = nullptr;  // split_master: the copy in memory (set_split_copy)
   int64_t group_;  // elements per sub-group, a multiple of the tier's alignment in floats
   std::vector<std::unique_ptr<offload::TierRegion>> regions_;  // master, then states
   std::unique_ptr<offload::TierRegion> grads_region_;          // grads_in_tier only

@@ -45,6 +45,9 @@ struct EstimateOptions {
   // one node map one copy of the parameters, of which each rank counts its share (param
   // bytes x s). Needs nodes == 1: ranks on several nodes keep a copy each.
   bool host_shared_params = false;
+  // With the optimizer on nvme and bf16: the fp32 master stored as the bf16 parameter plus a
+  // 16-bit extension (offload_optimizer.split_master, on by default where it applies).
+  bool split_master = true;
 };
 
 // Model-state bytes of one ZeRO stage. "compute" is the device the forward/backward runs on;

@@ -2,46 +2,55 @@
 // extension (4 bytes, not 2 + 4), from which the exact fp32 value is rebuilt.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace zoff::optim {
 
-// Note: the encoding. An fp32 pattern b = (upper << 16) | low. The bf16 compute copy is
-// `upper` rounded by the dropped `low`, and the extension is `low` itself. Rounding to
-// nearest even cannot be undone from (copy, low) alone: at a tie (low == 0x8000) the copy is
-// even whether upper was that even value (rounded down) or the odd one below it (rounded
-// up). So the split master's copy rounds ties down (toward zero, keeping `upper`) and
-// everything else to nearest: it differs from round-to-nearest-even only at a tie with an
-// odd `upper`, by one bf16 ulp, in about 1 of 2^17 elements per step. Then
+// Note: the encoding. An fp32 pattern b = (upper << 16) | low; its bf16 compute copy is b
+// rounded to nearest even (LibTorch's conversion, and the fused copy-out's), the extension
+// is `low`. Rounding to nearest even cannot be undone from (copy, low) alone at one kind of
+// pattern: a tie (low == 0x8000) with an odd `upper` rounds up to the same even copy that
+// the tie one below it (even `upper`) rounds down to. So a split master never holds that
+// kind of pattern: split_master_settle() moves it one fp32 ulp toward zero (low 0x7FFF),
+// which rounds down, before it is stored. That happens to about 1 element in 2^17 per step
+// and moves it by 2^-24 of its value, a sixteenth of the fp32 update's own rounding; every
+// other value, and every compute copy, is what fp32-master training has, bit for bit. Then
 //   upper = copy - (low > 0x8000)
-// exactly, carries across exponents and rounding up to inf included. NaNs keep their
-// pattern as the copy (no rounding), so a NaN's upper half comes back as it was; the one
-// exception is a signalling NaN whose payload lies entirely in `low` (upper = 0x7F80 or
-// 0xFF80, low != 0: 131,070 of the 2^32 patterns), whose copy must still be a NaN and is
-// quieted (0x7FC0 | sign), and which therefore comes back quiet. Arithmetic never makes
-// one: every other pattern round-trips bit for bit (tests/optim/split_master_test.cpp runs
-// all 2^32).
+// exactly, carries across exponents and rounding up to inf included. A NaN master stays a
+// NaN (its copy is a NaN whatever the payload), its payload is not kept.
+// tests/optim/split_master_test.cpp runs all 2^32 patterns.
 
-// The bf16 compute copy of fp32 pattern `bits` under the split master's rounding.
-inline uint16_t split_master_copy(uint32_t bits) {
-  const uint32_t upper = bits >> 16;
-  if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0) {  // NaN
-    return static_cast<uint16_t>((upper & 0x007Fu) != 0 ? upper : upper | 0x0040u);
-  }
-  // Adding 0x7FFF carries exactly when low > 0x8000: round to nearest, ties down.
-  return static_cast<uint16_t>((bits + 0x7FFFu) >> 16);
+// The pattern as a split master stores it: `bits`, or one ulp toward zero at an odd tie.
+inline uint32_t split_master_settle(uint32_t bits) {
+  const bool odd_tie = (bits & 0x1FFFFu) == 0x18000u;  // low == 0x8000, upper odd
+  const bool nan = (bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0;
+  return odd_tie && !nan ? bits - 1u : bits;
 }
 
-// The extension stored beside the copy: the dropped 16 bits.
-inline uint16_t split_master_extension(uint32_t bits) { return static_cast<uint16_t>(bits); }
+// The bf16 compute copy of a settled pattern: round to nearest even (NaNs: quiet, sign kept).
+inline uint16_t split_master_copy(uint32_t settled) {
+  if ((settled & 0x7F800000u) == 0x7F800000u && (settled & 0x007FFFFFu) != 0) {
+    return static_cast<uint16_t>((settled >> 16) | 0x0040u);
+  }
+  return static_cast<uint16_t>((settled + 0x7FFFu + ((settled >> 16) & 1u)) >> 16);
+}
 
-// The fp32 pattern rebuilt from the copy and the extension. Only for a copy split_master_copy
-// made: a copy rounded otherwise (LibTorch's round to nearest even) comes back one ulp off
-// at a tie, and a foreign copy 0x0000 / 0x8000 with an extension above 0x8000 wraps.
+// The extension stored beside the copy: the low 16 bits of the settled pattern.
+inline uint16_t split_master_extension(uint32_t settled) { return static_cast<uint16_t>(settled); }
+
+// The settled fp32 pattern rebuilt from its copy and extension (a NaN copy gives a NaN).
 inline uint32_t split_master_join(uint16_t copy, uint16_t extension) {
   const bool nan = (copy & 0x7F80u) == 0x7F80u && (copy & 0x007Fu) != 0;
   const uint32_t upper = nan ? copy : static_cast<uint32_t>(copy) - (extension > 0x8000u ? 1u : 0u);
   return (upper << 16) | extension;
 }
+
+// n fp32 values settled in place (a master that starts from a model's values).
+void split_master_settle(float* values, size_t n);
+// n fp32 masters, settled in place, into their copies and extensions.
+void split_master_encode(float* master, size_t n, uint16_t* copy, uint16_t* extension);
+// n fp32 masters from their copies and extensions.
+void split_master_decode(const uint16_t* copy, const uint16_t* extension, size_t n, float* master);
 
 }  // namespace zoff::optim

@@ -58,6 +58,9 @@ struct Placement {
   // fp32 compute with the master beside the parameters in one buffer: no separate master
   // (stage 0 without offload; stage 3 on the CPU with the optimizer in memory).
   bool master_is_params = false;
+  // The fp32 master on disk stored as the bf16 compute copy plus a 16-bit extension
+  // (offload_optimizer.split_master; bf16 with the optimizer on disk): 2 bytes per element.
+  bool split_master = false;
   GradStore grads = GradStore::kMemory;
   // Stage 3: this rank's parameter pieces (kCompute: in memory; or a disk store written by
   // the step). Stages 0-2 hold whole parameters in memory: kCompute.
