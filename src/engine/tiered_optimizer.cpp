@@ -216,7 +216,7 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
                          out16);
   }
   if (split_copy) {
-    optim::split_master_encode(master, n, split_copy, slot.ext.as<uint16_t>());
+    settled_ += optim::split_master_encode(master, n, split_copy, slot.ext.as<uint16_t>());
   } else if (out_region_ != nullptr && !copy)
     std::memcpy(slot.out.data(), master, n * sizeof(float));
   if (out_region_ == nullptr && job_.out32 != nullptr && !split_) {

@@ -22,13 +22,17 @@ void split_master_settle(float* values, size_t n) {
   }
 }
 
-void split_master_encode(float* master, size_t n, uint16_t* copy, uint16_t* extension) {
+size_t split_master_encode(float* master, size_t n, uint16_t* copy, uint16_t* extension) {
+  size_t settled = 0;
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t s = split_master_settle(bits_of(master + i));
+    const uint32_t b = bits_of(master + i);
+    const uint32_t s = split_master_settle(b);
+    settled += s != b;
     std::memcpy(master + i, &s, sizeof s);
     copy[i] = split_master_copy(s);
     extension[i] = split_master_extension(s);
   }
+  return settled;
 }
 
 void split_master_decode(const uint16_t* copy, const uint16_t* extension, size_t n, float* master) {

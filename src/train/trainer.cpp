@@ -103,6 +103,18 @@ void print_nvme_tier(const engine::ZeroEngine& engine) {
               grads);
 }
 
+// The split master's odd ties over the run's steps on this rank: how far it is from the
+// 4-byte master's training (each one moved one element by one fp32 ulp).
+void print_split_master(const engine::ZeroEngine* engine, int64_t steps, bool leader) {
+  const auto* t = engine != nullptr ? engine->tiered() : nullptr;
+  if (t == nullptr || !t->split_master() || !leader || steps <= 0) return;
+  const double updates = static_cast<double>(t->numel()) * static_cast<double>(steps);
+  std::printf("split master: %llu odd ties settled in %lld steps of %zu elements (1 in %.3g)\n",
+              static_cast<unsigned long long>(t->settled_count()), static_cast<long long>(steps),
+              t->numel(),
+              t->settled_count() > 0 ? updates / static_cast<double>(t->settled_count()) : 0.0);
+}
+
 // --save-model FILE.safetensors streams the model (model_safetensors.h); any other name
 // gets LibTorch's archive of the whole module.
 bool is_safetensors_path(const std::string& path) {
@@ -502,6 +514,7 @@ TrainSummary TrainRun::run() {
     save_and_evaluate(rec, last);
   }
   if (progress_) progress_->finish();
+  print_split_master(stepper_->engine(), summary.steps - start_step, leader_);
   summary.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   save_model(summary.steps);
   if ((leader_ || forward_is_collective_) && !o_.sample_prompt.empty()) {

@@ -18,14 +18,18 @@ constexpr uint64_t kSeed = 7;
 // Elements per sub-group: gpt tiny's ~1.04M-element shard streams in ~10 sub-groups.
 constexpr int64_t kSubGroup = 100000;
 
-// gpt tiny, bf16, the given stage, optimizer states in `device` (nvme under `nvme_dir`).
-nlohmann::json tiny_config(int stage, const std::string& device, const std::string& nvme_dir) {
+// gpt tiny, bf16, the given stage, optimizer states in `device` (nvme under `nvme_dir`;
+// `split`: the split master, the default, else the 4-byte master that computes exactly
+// what the cpu tier computes).
+nlohmann::json tiny_config(int stage, const std::string& device, const std::string& nvme_dir,
+                           bool split = false) {
   nlohmann::json c = example_config("gpt_tiny_stage2.json");
   c["bf16"] = {{"enabled", true}};
   c["zero_optimization"]["stage"] = stage;
   c["zero_optimization"]["offload_optimizer"] = {{"device", device}};
   if (device == "nvme") {
     c["zero_optimization"]["offload_optimizer"]["nvme_path"] = nvme_dir;
+    if (!split) c["zero_optimization"]["offload_optimizer"]["split_master"] = false;
     c["zero_optimization"]["sub_group_size"] = kSubGroup;
   }
   if (stage == 3) c["zero_optimization"]["stage3_param_persistence_threshold"] = 0;
@@ -107,6 +111,55 @@ INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, TrainNvme,
                                   (std::get<2>(info.param) ? "Params" : "");
                          });
 
+// (stage, world, state dtype, parameter pieces on disk too)
+class TrainSplitMaster : public ::testing::TestWithParam<std::tuple<int, int, std::string, bool>> {
+};
+
+// The split master against the 4-byte master, both on disk: its settled odd ties (one ulp,
+// ~1 element in 2^17 per step) change a compute copy only when a later rounding falls
+// between the two masters, so losses agree to kSplitLossRelTol (in practice exactly) and
+// the master's file is half as large.
+TEST_P(TrainSplitMaster, MatchesTheFourByteMasterWithHalfTheMasterBytes) {
+  constexpr double kSplitLossRelTol = 1e-4;
+  const auto [stage, world, states, params] = GetParam();
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  std::filesystem::create_directories(nvme);
+  std::vector<TrainJob> jobs;
+  for (bool split : {false, true}) {
+    auto config = tiny_config(stage, "nvme", nvme, split);
+    config["optimizer"]["state_dtype"] = states;
+    if (params)
+      config["zero_optimization"]["offload_param"] = {{"device", "nvme"}, {"nvme_path", nvme}};
+    config["train_batch_size"] = 16 * world;  // one micro-batch of 16 per rank
+    jobs.push_back(tiny_job(dir, split ? "split" : "full", config, world));
+    const auto r = run_train(jobs.back());
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_EQ(r.out.find("master (split)") != std::string::npos, split) << r.out;
+    EXPECT_EQ(r.out.find("split master: ") != std::string::npos, split) << r.out;
+  }
+  const auto full = read_step_log(jobs[0].log_path);
+  const auto split = read_step_log(jobs[1].log_path);
+  ASSERT_EQ(full.size(), split.size());
+  for (size_t i = 0; i < full.size(); ++i) {
+    const double want = full[i]["loss"].get<double>();
+    EXPECT_NEAR(split[i]["loss"].get<double>(), want, kSplitLossRelTol * want) << i + 1;
+  }
+  EXPECT_EQ(split.back()["mem"]["nvme"]["master"].get<int64_t>() * 2,
+            full.back()["mem"]["nvme"]["master"].get<int64_t>());
+  EXPECT_TRUE(std::filesystem::is_empty(nvme)) << "tier files left behind";
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesWorldsStates, TrainSplitMaster,
+                         ::testing::Values(std::make_tuple(2, 1, "fp32", false),
+                                           std::make_tuple(3, 3, "int8", true)),
+                         [](const auto& info) {
+                           return "Stage" + std::to_string(std::get<0>(info.param)) + "World" +
+                                  std::to_string(std::get<1>(info.param)) +
+                                  std::get<2>(info.param) +
+                                  (std::get<3>(info.param) ? "Params" : "");
+                         });
+
 // Everything on disk at stage 3 (optimizer states, parameter pieces and the gradient
 // shard): losses and final parameters equal the cpu-offload run's bit for bit (no
 // clipping: the norm is summed bucket by bucket there, so it may differ in the last bits).
@@ -146,13 +199,14 @@ TEST(TrainNvmeGradients, StageThreeWithEverythingOnDiskIsBitwiseTheCpuOffloadRun
   EXPECT_TRUE(std::filesystem::is_empty(nvme)) << "tier files left behind";
 }
 
-// A checkpoint streams the states out of the tier and back in: resuming at step 5 gives
-// the uninterrupted run's last five losses and final parameters bit for bit.
+// A checkpoint streams the states out of the tier and back in (the split master joined
+// into fp32 and split again): resuming at step 5 gives the uninterrupted run's last five
+// losses and final parameters bit for bit.
 TEST(TrainNvmeCheckpoint, ResumeIsBitwiseTheUninterruptedRun) {
   TempDir dir;
   const std::string nvme = dir.file("nvme");
   std::filesystem::create_directories(nvme);
-  const auto config = tiny_config(2, "nvme", nvme);
+  const auto config = tiny_config(2, "nvme", nvme, /*split=*/true);
   const auto whole = tiny_job(dir, "whole", config, 2);
   auto r = run_train(whole);
   ASSERT_EQ(r.exit_code, 0) << describe(r);

@@ -34,7 +34,7 @@ void check_pattern(uint32_t b, Tally* t) {
     t->nan_lost += !is_nan(back) || !is_nan(static_cast<uint32_t>(copy) << 16);
     return;
   }
-  if (s != b) (s == b - 1 && (b & 0x1FFFFu) == 0x18000u ? t->settled : t->bad_settle)++;
+  if (s != b) (s == b + 1 && (b & 0x1FFFFu) == 0x18000u ? t->settled : t->bad_settle)++;
   if (back != s && t->lost++ == 0) t->first_lost = b;
   float f;
   std::memcpy(&f, &s, sizeof f);
@@ -86,15 +86,16 @@ TEST(SplitMaster, CarriesAcrossExponentsAndIntoInfinity) {
                        Case{0xFF7F8001u, 0xFF80u},     // and -inf
                        Case{0x00008001u, 0x0001u},     // subnormal carry out of zero
                        Case{0x3F808000u, 0x3F80u},     // tie, even upper: down
-                       Case{0x3F817FFFu, 0x3F81u},     // a settled odd tie: down
+                       Case{0x3F818001u, 0x3F82u},     // a settled odd tie: up, as its RNE
                        Case{0x7F800000u, 0x7F80u},     // inf
                        Case{0x80000000u, 0x8000u}}) {  // -0
     EXPECT_EQ(split_master_copy(c.bits), c.copy) << std::hex << c.bits;
     EXPECT_EQ(split_master_join(c.copy, split_master_extension(c.bits)), c.bits)
         << std::hex << c.bits;
   }
-  EXPECT_EQ(split_master_settle(0x3F818000u), 0x3F817FFFu);  // odd tie: one ulp toward zero
-  EXPECT_EQ(split_master_settle(0xBF818000u), 0xBF817FFFu);  // negative: toward zero too
+  EXPECT_EQ(split_master_settle(0x3F818000u), 0x3F818001u);  // odd tie: one ulp away from zero
+  EXPECT_EQ(split_master_settle(0xBF818000u), 0xBF818001u);  // negative: away from zero too
+  EXPECT_EQ(split_master_settle(0x7F7F8000u), 0x7F7F8001u);  // still rounds up to inf
   EXPECT_EQ(split_master_settle(0x3F808000u), 0x3F808000u);  // even tie: kept
 }
 

@@ -138,6 +138,8 @@ class TieredOptimizer {
   // write() of the master join and split. Steps must write their copy there.
   void set_split_copy(uint16_t* copy);
   bool split_master() const { return split_; }
+  // split_master: master elements the steps so far settled (odd ties moved one ulp).
+  uint64_t settled_count() const { return settled_; }
 
   // Region names: "master", then the optimizer's states (optimizer().states()).
   std::vector<std::string> region_names() const;
@@ -208,6 +210,7 @@ class TieredOptimizer {
   size_t numel_;
   bool split_ = false;              // split_master
   uint16_t* split_copy_ = nullptr;  // split_master: the copy in memory (set_split_copy)
+  uint64_t settled_ = 0;            // split_master: settled_count() (the worker adds)
   int64_t group_;  // elements per sub-group, a multiple of the tier's alignment in floats
   std::vector<std::unique_ptr<offload::TierRegion>> regions_;  // master, then states
   std::unique_ptr<offload::TierRegion> grads_region_;          // grads_in_tier only

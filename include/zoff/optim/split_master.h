@@ -12,20 +12,22 @@ namespace zoff::optim {
 // is `low`. Rounding to nearest even cannot be undone from (copy, low) alone at one kind of
 // pattern: a tie (low == 0x8000) with an odd `upper` rounds up to the same even copy that
 // the tie one below it (even `upper`) rounds down to. So a split master never holds that
-// kind of pattern: split_master_settle() moves it one fp32 ulp toward zero (low 0x7FFF),
-// which rounds down, before it is stored. That happens to about 1 element in 2^17 per step
-// and moves it by 2^-24 of its value, a sixteenth of the fp32 update's own rounding; every
-// other value, and every compute copy, is what fp32-master training has, bit for bit. Then
+// kind of pattern: split_master_settle() moves it one fp32 ulp away from zero (low 0x8001),
+// which rounds to the same copy. That happens to about 1 element in 2^17 per step and moves
+// it by 2^-24 of its value, a sixteenth of the fp32 update's own rounding; the compute copy
+// is always the rounding of what the 4-byte master would hold, and every other master value
+// is the same bit for bit. Then
 //   upper = copy - (low > 0x8000)
 // exactly, carries across exponents and rounding up to inf included. A NaN master stays a
 // NaN (its copy is a NaN whatever the payload), its payload is not kept.
 // tests/optim/split_master_test.cpp runs all 2^32 patterns.
 
-// The pattern as a split master stores it: `bits`, or one ulp toward zero at an odd tie.
+// The pattern as a split master stores it: `bits`, or one ulp away from zero at an odd tie
+// (whose copy, rounded to nearest even, is the same).
 inline uint32_t split_master_settle(uint32_t bits) {
   const bool odd_tie = (bits & 0x1FFFFu) == 0x18000u;  // low == 0x8000, upper odd
   const bool nan = (bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0;
-  return odd_tie && !nan ? bits - 1u : bits;
+  return odd_tie && !nan ? bits + 1u : bits;
 }
 
 // The bf16 compute copy of a settled pattern: round to nearest even (NaNs: quiet, sign kept).
@@ -48,8 +50,9 @@ inline uint32_t split_master_join(uint16_t copy, uint16_t extension) {
 
 // n fp32 values settled in place (a master that starts from a model's values).
 void split_master_settle(float* values, size_t n);
-// n fp32 masters, settled in place, into their copies and extensions.
-void split_master_encode(float* master, size_t n, uint16_t* copy, uint16_t* extension);
+// n fp32 masters, settled in place, into their copies and extensions. Returns how many
+// were settled (odd ties).
+size_t split_master_encode(float* master, size_t n, uint16_t* copy, uint16_t* extension);
 // n fp32 masters from their copies and extensions.
 void split_master_decode(const uint16_t* copy, const uint16_t* extension, size_t n, float* master);
 
