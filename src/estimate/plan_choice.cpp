@@ -29,6 +29,14 @@ constexpr double kParamsOnDiskStep = 1.10;
 constexpr double kStage3Step = 1.05;
 //  - activation checkpointing: one more forward of every block in backward.
 constexpr double kCheckpointingStep = 1.33;
+//  - the split master: its disk step moves 2 bytes less per element and adds two passes over
+//    each sub-group in memory; counted as the 4-byte master's step (listed first, so chosen
+//    when both fit).
+constexpr double kSplitMasterStep = 1.0;
+//  - the gradient shard on disk: each reduced bucket read, added and written back, and read
+//    again with its sub-group (streamed gradients are consumed by the overlapped step the
+//    disk candidates already count).
+constexpr double kGradsOnDiskStep = 1.05;
 
 double relative_step(const CandidateSpec& s) {
   double f = 1.0;
@@ -38,6 +46,8 @@ double relative_step(const CandidateSpec& s) {
   if (s.params_on_disk) f *= kParamsOnDiskStep;
   if (s.stage == 3 && !s.params_on_disk) f *= kStage3Step;
   if (s.activation_checkpointing) f *= kCheckpointingStep;
+  if (s.split_master) f *= kSplitMasterStep;
+  if (s.gradients == "nvme") f *= kGradsOnDiskStep;
   return f;
 }
 
@@ -46,6 +56,9 @@ std::string describe(const CandidateSpec& s) {
   name += s.optimizer_on_disk ? "nvme" : "cpu";
   if (s.params_on_disk) name += ", parameters nvme";
   name += ", " + optim::state_dtype_name(s.states) + " states";
+  if (s.split_master) name += ", split master";
+  if (s.gradients == "stream") name += ", gradients streamed";
+  if (s.gradients == "nvme") name += ", gradients nvme";
   if (s.activation_checkpointing) name += ", checkpointing";
   return name;
 }
@@ -62,6 +75,17 @@ std::vector<CandidateSpec> placements(int world) {
   return out;
 }
 
+// Where the gradient shard may go for a candidate: in memory, and with the optimizer on disk
+// the base's own disk choice (nvme, stream) or else the one it can run (streamed where the
+// step can overlap a single backward, else on disk; neither with fp16).
+std::vector<std::string> gradient_places(const config::Config& base, const CandidateSpec& s) {
+  const std::string& asked = base.zero.offload_optimizer.gradients;
+  if (!s.optimizer_on_disk) return {"cpu"};
+  if (asked == "nvme" || asked == "stream") return {asked};
+  if (asked == "cpu" || base.fp16.enabled) return {"cpu"};
+  return {"cpu", placement::why_not_streamed(base).empty() ? "stream" : "nvme"};
+}
+
 // Whether `base` can run the candidate at all: compressed states are Adam's and AdamW's only,
 // and the delayed parameter update needs the optimizer in memory at stages 1-2.
 bool expressible(const config::Config& base, const CandidateSpec& s) {
@@ -71,13 +95,39 @@ bool expressible(const config::Config& base, const CandidateSpec& s) {
   return !(dpu && (s.optimizer_on_disk || s.stage == 3));
 }
 
+// Every candidate `base` can run on `world` ranks: each placement with each state dtype,
+// with and without activation checkpointing, and on disk with bf16 the split master or not,
+// the gradients where gradient_places() allows.
+std::vector<CandidateSpec> candidate_specs(const config::Config& base, int world) {
+  std::vector<CandidateSpec> out;
+  for (const CandidateSpec& place : placements(world)) {
+    for (const auto states :
+         {optim::StateDtype::kFp32, optim::StateDtype::kBf16, optim::StateDtype::kInt8}) {
+      for (const bool checkpointing : {false, true}) {
+        for (const bool split : {true, false}) {
+          CandidateSpec spec = place;
+          spec.states = states;
+          spec.activation_checkpointing = checkpointing;
+          spec.split_master = split;
+          if (split && !(place.optimizer_on_disk && base.bf16)) continue;
+          if (!expressible(base, spec)) continue;
+          for (const std::string& grads : gradient_places(base, spec)) {
+            spec.gradients = grads;
+            out.push_back(spec);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
 config::Config candidate_config(const config::Config& base, const CandidateSpec& s,
                                 const std::string& nvme_path) {
   config::Config c = base;
-  // The gradient shard where the plan counts it: the base's disk choice (nvme, stream) with
-  // the optimizer on disk, else in memory ("auto" would decide by the memory free at start).
-  auto& grads = c.zero.offload_optimizer.gradients;
-  if (!s.optimizer_on_disk || grads == "auto") grads = "cpu";
+  // The gradient shard where the candidate puts it ("auto" would decide by the memory free
+  // at start).
+  c.zero.offload_optimizer.gradients = s.gradients;
   c.zero.stage = s.stage;
   c.zero.offload_optimizer.device = s.optimizer_on_disk ? "nvme" : "cpu";
   c.zero.offload_optimizer.nvme_paths.clear();
@@ -87,6 +137,9 @@ config::Config candidate_config(const config::Config& base, const CandidateSpec&
   if (s.params_on_disk) c.zero.offload_param.nvme_paths = {nvme_path};
   c.optimizer.state_dtype = optim::state_dtype_name(s.states);
   c.activation_checkpointing = s.activation_checkpointing;
+  // Written either way where it applies, so the config says which master it plans for.
+  c.zero.offload_optimizer.split_master.reset();
+  if (s.optimizer_on_disk && c.bf16) c.zero.offload_optimizer.split_master = s.split_master;
   // Through the parser once: every rule a written config meets when it is read back.
   return config::parse_config(config::normalized_config_json(c), base.world_size);
 }
@@ -109,29 +162,23 @@ std::vector<Candidate> plan_candidates(const config::Config& base, int world,
   ZOFF_CHECK_ARG(world >= 1, "--ranks ", world, ": must be >= 1");
   const PlanModel plain = model_for(false), checkpointed = model_for(true);
   std::vector<Candidate> out;
-  for (const CandidateSpec& place : placements(world)) {
-    for (const auto states :
-         {optim::StateDtype::kFp32, optim::StateDtype::kBf16, optim::StateDtype::kInt8}) {
-      for (const bool checkpointing : {false, true}) {
-        Candidate cand;
-        cand.spec = place;
-        cand.spec.states = states;
-        cand.spec.activation_checkpointing = checkpointing;
-        if (!expressible(base, cand.spec)) continue;
-        cand.name = describe(cand.spec);
-        cand.relative_step = relative_step(cand.spec);
-        cand.config = candidate_config(base, cand.spec, nvme_path);
-        cand.plan = plan_run(cand.config, world, checkpointing ? checkpointed : plain);
-        cand.ram_bytes = cand.plan.host_bytes * world;
-        cand.disk_bytes = cand.plan.disk_bytes * world;
-        cand.fits = fits_budget(cand.ram_bytes, cand.disk_bytes, budget);
-        out.push_back(std::move(cand));
-      }
-    }
+  for (const CandidateSpec& spec : candidate_specs(base, world)) {
+    Candidate cand;
+    cand.spec = spec;
+    cand.name = describe(spec);
+    cand.relative_step = relative_step(spec);
+    cand.config = candidate_config(base, spec, nvme_path);
+    cand.plan = plan_run(cand.config, world, spec.activation_checkpointing ? checkpointed : plain);
+    cand.ram_bytes = cand.plan.host_bytes * world;
+    cand.disk_bytes = cand.plan.disk_bytes * world;
+    cand.fits = fits_budget(cand.ram_bytes, cand.disk_bytes, budget);
+    out.push_back(std::move(cand));
   }
-  // Cheapest first; among equals the one needing less memory.
+  // Cheapest first; among equals the one needing less disk (the split master), then less
+  // memory.
   std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
     if (a.relative_step != b.relative_step) return a.relative_step < b.relative_step;
+    if (a.disk_bytes != b.disk_bytes) return a.disk_bytes < b.disk_bytes;
     return a.ram_bytes < b.ram_bytes;
   });
   return out;

@@ -38,7 +38,9 @@ TEST(PlanChoice, CandidatesArePlannedAsTheirConfigsAndSortedCheapestFirst) {
   for (const int world : {1, 3}) {
     const MachineBudget budget{64 * kGiB, 64 * kGiB};
     const auto c = plan_candidates(base_config(world), world, "/var/tmp/x", model, budget);
-    ASSERT_EQ(c.size(), (world > 1 ? 4u : 3u) * 3u * 2u);
+    // In memory: 3 state dtypes x checkpointing or not; on disk (stage 2, stage 3 with the
+    // parameters), also the split master or not x gradients in memory or streamed.
+    ASSERT_EQ(c.size(), (world > 1 ? 2u : 1u) * 3u * 2u + 2u * 3u * 2u * 2u * 2u);
     for (size_t i = 0; i < c.size(); ++i) {
       if (i > 0) {
         EXPECT_LE(c[i - 1].relative_step, c[i].relative_step) << c[i].name;
@@ -53,6 +55,13 @@ TEST(PlanChoice, CandidatesArePlannedAsTheirConfigsAndSortedCheapestFirst) {
       EXPECT_EQ(place.optimizer_on_disk(), c[i].spec.optimizer_on_disk) << c[i].name;
       EXPECT_EQ(place.params_on_disk(), c[i].spec.params_on_disk) << c[i].name;
       EXPECT_EQ(again.activation_checkpointing, c[i].spec.activation_checkpointing);
+      EXPECT_EQ(place.split_master, c[i].spec.split_master) << c[i].name;
+      EXPECT_EQ(
+          placement::to_string(place.grads),
+          placement::to_string(c[i].spec.gradients == "stream" ? placement::GradStore::kStreamed
+                               : c[i].spec.gradients == "nvme" ? placement::GradStore::kDisk
+                                                               : placement::GradStore::kMemory))
+          << c[i].name;
       EXPECT_EQ(c[i].disk_bytes > 0, c[i].spec.optimizer_on_disk) << c[i].name;
     }
     // Everything fits 64 GiB: the cheapest is stage 2 with fp32 states in memory.

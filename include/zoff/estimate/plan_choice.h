@@ -27,6 +27,12 @@ struct CandidateSpec {
   bool params_on_disk = false;     // stage 3: offload_param nvme
   optim::StateDtype states = optim::StateDtype::kFp32;
   bool activation_checkpointing = false;
+  // The optimizer on disk with bf16: the split master (offload_optimizer.split_master), or
+  // the 4-byte master.
+  bool split_master = false;
+  // The fp32 gradient shard: "cpu" (in memory), or with the optimizer on disk at stages 2-3
+  // "stream" (kept nowhere) or "nvme" (offload_optimizer.gradients).
+  std::string gradients = "cpu";
 };
 
 struct Candidate {
