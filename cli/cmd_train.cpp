@@ -98,6 +98,11 @@ void add_output_options(CLI::App* cmd, zoff::train::TrainOptions* opts) {
                   "write a per-op CPU profile (self and total ms per step, rank 0's main "
                   "thread) of --profile-steps steps after 3 warm-up steps to this file; "
                   "{rank} in the file name: every rank writes its own");
+  cmd->add_option("--step-progress", opts->step_progress_s,
+                  "seconds between progress lines inside a long step (stage 3 units, disk "
+                  "step sub-groups, I/O wait; 0 = none)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--profile-steps", opts->profile_steps, "steps --profile covers")
       ->check(whole_number_text<int64_t>(1))
       ->capture_default_str();

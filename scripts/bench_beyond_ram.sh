@@ -24,13 +24,19 @@ DIR="${DIR:-/var/tmp/zoff_beyond_ram}"
 OUT="${OUT:-runs/bench_beyond_ram}"
 SKIP_ZOFF="${SKIP_ZOFF:-0}"
 SKIP_PLAIN="${SKIP_PLAIN:-0}"
+# LAYERS: blocks of PRESET's width instead of its own (e.g. 13b with 36: 11.33B parameters);
+# such a model is not saved (--save-model needs a preset's shape) and not generated from.
+LAYERS="${LAYERS:-}"
+# WARMUP=1: a standard schedule instead of a warmup-sized constant lr: DeepSpeed's WarmupLR
+# (linear, 1000 steps) to GPT-3's lr 1e-4, and the step's phase times in the log.
+WARMUP="${WARMUP:-0}"
 mkdir -p "$OUT"
 COMMON=(--model gpt --context "$CONTEXT" --threads 2 --no-eval --seed 1 --steps "$STEPS")
 [[ $CKPT == 1 ]] && COMMON+=(--activation-checkpointing)
 
-/usr/bin/python3 - "$OUT" "$DIR/nvme" <<'PY'
+/usr/bin/python3 - "$OUT" "$DIR/nvme" "$WARMUP" <<'PY'
 import json, sys
-out, nvme = sys.argv[1:]
+out, nvme, warmup = sys.argv[1:]
 # lr: with no warmup, Adam's first steps move every weight by about lr (sign-like); at this
 # width and depth 3e-5 already sends the loss from 6.4 to 24 (fp32 plain LibTorch too), so
 # a 3-step run takes a warmup-sized lr.
@@ -42,6 +48,13 @@ zoff["zero_optimization"] = {
     "stage": 3, "sub_group_size": 10000000, "reduce_bucket_size": 100000000,
     "offload_optimizer": {"device": "nvme", "nvme_path": nvme, "gradients": "stream"},
     "offload_param": {"device": "nvme", "nvme_path": nvme, "max_in_cpu": 250000000}}
+if warmup == "1":
+    zoff["optimizer"]["params"] = {"lr": 1e-4, "betas": [0.9, 0.95], "weight_decay": 0.1}
+    zoff["scheduler"] = {"type": "WarmupLR", "params": {
+        "warmup_min_lr": 0, "warmup_max_lr": 1e-4, "warmup_num_steps": 1000,
+        "warmup_type": "linear"}}
+    zoff["wall_clock_breakdown"] = True
+    zoff["steps_per_print"] = 1
 json.dump(zoff, open(f"{out}/zoff.json", "w"), indent=1)
 json.dump(base, open(f"{out}/plain.json", "w"), indent=1)
 PY
@@ -62,11 +75,18 @@ if [[ $SKIP_ZOFF != 1 ]]; then
   disk_watch "$OUT/zoff_disk_bytes.txt" &
   watcher=$!
   cmd=("$ZOFF" train --preset "$PRESET" --config "$OUT/zoff.json" "${COMMON[@]}"
-       --log "$OUT/zoff.jsonl" --save-model "$DIR/gpt_$PRESET.safetensors")
+       --log "$OUT/zoff.jsonl")
+  if [[ -n $LAYERS ]]; then
+    cmd+=(--layers "$LAYERS")
+  else
+    cmd+=(--save-model "$DIR/gpt_$PRESET.safetensors")
+  fi
   echo "\$ ${cmd[*]}" | tee "$OUT/zoff.txt"
   /usr/bin/time -v "${cmd[@]}" >>"$OUT/zoff.txt" 2>"$OUT/zoff.time" || { tail -5 "$OUT/zoff.time"; kill $watcher; exit 1; }
   kill $watcher
   tail -3 "$OUT/zoff.txt"
+fi
+if [[ $SKIP_ZOFF != 1 && -z $LAYERS ]]; then
   cmd=("$ZOFF" generate --checkpoint "$DIR/gpt_$PRESET.safetensors" --prompt "Q: What is a computer?
 A:" --tokens 16 --seed 1 --threads 2)
   echo "\$ ${cmd[*]}" | tee "$OUT/generate.txt"
@@ -98,9 +118,9 @@ if [[ $SKIP_PLAIN != 1 ]]; then
   echo "$last_ok" >"$OUT/plain_largest_layers.txt"
 fi
 
-/usr/bin/python3 - "$OUT" "$PRESET" "$CONTEXT" <<'PY'
+/usr/bin/python3 - "$OUT" "$PRESET" "$CONTEXT" "$LAYERS" <<'PY'
 import json, os, re, sys
-out, preset, context = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out, preset, context, blocks = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 def gpt_params(layers, width, context, vocab=256):
     return vocab * width + context * width + layers * (12 * width * width + 13 * width) + 2 * width
 def max_rss(tag):
@@ -110,13 +130,16 @@ def steps(tag):
 shapes = {"medium": (12, 896), "large": (28, 1024), "6.7b": (32, 4096), "13b": (40, 5120), "2.7b": (32, 2560), "xl": (26, 2048)}
 if os.path.exists(f"{out}/zoff.time"):
     layers, width = shapes[preset]
+    layers = int(blocks) if blocks else layers
     n = gpt_params(layers, width, context)
     rows = steps("zoff")
     disk = int(open(f"{out}/zoff_disk_bytes.txt").read())
     print(f"zoff gpt {preset}: {n / 1e9:.3f}B parameters, context {context}, batch 1")
     for r in rows:
-        print(f"  step {r['step']}: loss {r['loss']:.4f}, {1 / r['samples_per_s']:.1f} s, "
-              f"{r['tokens_per_s']:.1f} tokens/s, peak RSS {r['peak_rss'] / 2**30:.2f} GiB")
+        print(f"  step {r['step']}: loss {r['loss']:.4f}, lr {r['lr']:.3g}, "
+              f"{1 / r['samples_per_s']:.1f} s, {r['tokens_per_s']:.1f} tokens/s, "
+              f"peak RSS {r['peak_rss'] / 2**30:.2f} GiB"
+              + (f", times (ms) {json.dumps(r['times_ms'])}" if "times_ms" in r else ""))
     print(f"  peak RSS (time -v) {max_rss('zoff') / 2**30:.2f} GiB; disk {disk / 1e9:.1f} GB")
     if os.path.exists(f"{out}/generate.time"):
         print(f"  zoff generate: peak RSS {max_rss('generate') / 2**30:.2f} GiB")

@@ -15,7 +15,7 @@ constexpr size_t kFillChunkBytes = size_t{4} << 20;
 class TierUnitPieces final : public UnitPieces {
  public:
   TierUnitPieces(const partition::ModelLayout& layout, offload::TierRegion& region,
-                 size_t alignment, torch::ScalarType dtype, int64_t max_in_cpu)
+                 size_t alignment, torch::ScalarType dtype, int64_t max_in_cpu, StepMeter* meter)
       : layout_(layout),
         region_(region),
         alignment_(alignment),
@@ -23,12 +23,16 @@ class TierUnitPieces final : public UnitPieces {
         element_bytes_(c10::elementSize(dtype)),
         max_in_cpu_(max_in_cpu),
         pieces_(layout.units().size()),
-        staging_(kFillChunkBytes, alignment) {}
+        staging_(kFillChunkBytes, alignment),
+        meter_(meter) {}
 
   torch::Tensor get(size_t u) override {
     Piece& p = pieces_[u];
     if (!p.started) start_read(u);
-    p.read.wait();
+    {
+      ScopedWait wait(meter_, StepMeter::Wait::kParams);
+      p.read.wait();
+    }
     return p.view;
   }
 
@@ -122,7 +126,8 @@ class TierUnitPieces final : public UnitPieces {
   int64_t max_in_cpu_;
   std::vector<Piece> pieces_;
   offload::HostBuffer staging_;
-  size_t filled_ = 0;  // bytes appended by fill()
+  StepMeter* meter_ = nullptr;  // where waits for a read go (may be null)
+  size_t filled_ = 0;           // bytes appended by fill()
   size_t resident_ = 0;
   size_t peak_ = 0;
 };
@@ -131,8 +136,9 @@ class TierUnitPieces final : public UnitPieces {
 
 std::unique_ptr<UnitPieces> make_tier_unit_pieces(const partition::ModelLayout& layout,
                                                   offload::TierRegion& region, size_t alignment,
-                                                  torch::ScalarType dtype, int64_t max_in_cpu) {
-  return std::make_unique<TierUnitPieces>(layout, region, alignment, dtype, max_in_cpu);
+                                                  torch::ScalarType dtype, int64_t max_in_cpu,
+                                                  StepMeter* meter) {
+  return std::make_unique<TierUnitPieces>(layout, region, alignment, dtype, max_in_cpu, meter);
 }
 
 }  // namespace zoff::engine

@@ -170,7 +170,10 @@ void TieredOptimizer::finish_master() {
 }
 
 void TieredOptimizer::issue_read(size_t g, Slot& slot) {
-  slot.wait();  // the write-back of the sub-group that used these buffers before
+  {
+    ScopedWait wait(meter_, StepMeter::Wait::kOptimizer);
+    slot.wait();  // the write-back of the sub-group that used these buffers before
+  }
   slot.group = g;
   const uint64_t offset = g * static_cast<uint64_t>(group_) * sizeof(float);
   const size_t bytes = group_size(g) * sizeof(float);
@@ -188,7 +191,10 @@ void TieredOptimizer::issue_read(size_t g, Slot& slot) {
 }
 
 void TieredOptimizer::update(size_t g, Slot& slot) {
-  slot.wait();
+  {
+    ScopedWait wait(meter_, StepMeter::Wait::kOptimizer);
+    slot.wait();  // this sub-group's reads
+  }
   const size_t begin = g * static_cast<size_t>(group_);
   const size_t n = group_size(g);
   float* master = slot.buffers.front().as<float>();
@@ -223,6 +229,7 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
     std::memcpy(job_.out32 + begin, master, n * sizeof(float));
   }
   if (window_) window_->release(g);  // consumed: backward may fill another sub-group
+  if (meter_ != nullptr) meter_->group_done();
 }
 
 // Sub-group g's gradients for update(): in host memory, read from the tier with the
@@ -418,7 +425,11 @@ double TieredOptimizer::stream_grads(size_t offset, const float* piece, size_t n
     const size_t at = offset + done;
     const size_t g = at / group;
     const size_t k = std::min(n - done, (g + 1) * group - at);
-    float* buffer = window_->acquire(g);
+    float* buffer = nullptr;
+    {
+      ScopedWait wait(meter_, StepMeter::Wait::kGradWindow);
+      buffer = window_->acquire(g);
+    }
     auto dest =
         torch::from_blob(buffer + (at - g * group), {static_cast<int64_t>(k)}, torch::kFloat32);
     dest.copy_(torch::from_blob(const_cast<float*>(piece + done), {static_cast<int64_t>(k)},

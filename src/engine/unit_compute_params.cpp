@@ -28,6 +28,7 @@ class UnitComputeParams final : public ComputeParams {
     go.start_released = s_.start_released;
     gatherer_ = std::make_unique<UnitGatherer>(*s_.layout, s_.module_units, make_pieces(store),
                                                s_.dtype, s_.comm, go);
+    gatherer_->set_meter(s_.meter);
   }
 
   void fill_unit(size_t u, const torch::Tensor& values, const torch::Tensor& /*mine*/) override {
@@ -72,7 +73,7 @@ class UnitComputeParams final : public ComputeParams {
         tier_->allocate("params", static_cast<size_t>(s_.layout->shard_size()) * element_bytes);
     store.tiered()->set_output_region(region_.get(), element_bytes);
     return make_tier_unit_pieces(*s_.layout, *region_, tier_->alignment(), s_.dtype,
-                                 s_.config->zero.offload_param.max_in_cpu);
+                                 s_.config->zero.offload_param.max_in_cpu, s_.meter);
   }
 
   void publish_master() override {

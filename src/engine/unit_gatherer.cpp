@@ -219,6 +219,10 @@ void UnitGatherer::before_forward(const torch::nn::Module& module) {
     auto& unit = units_[u];
     unit.managed = true;
     ++unit.uses;
+    if (meter_ != nullptr && unit.counted_forward != meter_->epoch()) {
+      unit.counted_forward = meter_->epoch();
+      meter_->forward_unit();
+    }
     wait_whole(u);
     if (!in_backward_) prefetch_forward(u);
   }
@@ -267,6 +271,10 @@ void UnitGatherer::begin_backward() {
 
 void UnitGatherer::unit_backward_done(size_t u) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (meter_ != nullptr && units_[u].counted_backward != meter_->epoch()) {
+    units_[u].counted_backward = meter_->epoch();
+    meter_->backward_unit();
+  }
   release(u);
 }
 

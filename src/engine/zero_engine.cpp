@@ -155,7 +155,9 @@ ComputeParamsSetup ZeroEngine::compute_params_setup() const {
 // states restart their blocks at every rank's shard, so each rank's slice is self-contained,
 // checkpointed like a stage-1 rank's own states.
 void ZeroEngine::setup_states() {
-  params_ = make_compute_params(compute_params_setup());
+  ComputeParamsSetup cs = compute_params_setup();
+  cs.meter = &step_meter_;
+  params_ = make_compute_params(std::move(cs));
   const auto& offload = config_.zero.offload_optimizer;
   MasterStoreOptions so;
   so.numel = static_cast<size_t>(stage() == 0 ? layout_->padded_numel() : layout_->shard_size());
@@ -171,6 +173,7 @@ void ZeroEngine::setup_states() {
   so.sub_groups.split_master = placement_.split_master;
   store_ = make_master_store(placement_.optimizer, "zoff_rank" + std::to_string(comm_->rank()),
                              config_, so);
+  if (store_->tiered() != nullptr) store_->tiered()->set_meter(&step_meter_);
   params_->attach(store_->master(), *store_);
   // The split master's copy half in memory (stage 3's on disk is the output region).
   if (placement_.split_master && !placement_.params_on_disk()) {
@@ -324,8 +327,13 @@ StepStats ZeroEngine::step() {
   times_.grad_norm_ms = times_.optimizer_ms = times_.allgather_ms = 0.0;
   StepStats stats = apply_step();
   times_.step_ms = ms_since(start);
+  const StepProgress waited = step_meter_.snapshot();
+  times_.io_params_ms = waited.io_params_ms;
+  times_.io_grad_window_ms = waited.io_grad_window_ms;
+  times_.io_optimizer_ms = waited.io_optimizer_ms;
   stats.times = times_;
   times_ = StepTimes{};
+  step_meter_.reset();
   return stats;
 }
 

@@ -23,19 +23,29 @@ nlohmann::json times_json(const StepRecord& r) {
           {"step", t.step_ms},
           {"grad_norm", t.grad_norm_ms},
           {"optimizer", t.optimizer_ms},
-          {"allgather", t.allgather_ms}};
+          {"allgather", t.allgather_ms},
+          {"io_wait_params", t.io_params_ms},
+          {"io_wait_grad_window", t.io_grad_window_ms},
+          {"io_wait_optimizer", t.io_optimizer_ms}};
 }
 
 }  // namespace
 
 std::string step_times_line(const StepRecord& r) {
   const auto& t = r.times;
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "step %lld | time (ms): forward %.1f | backward %.1f (reduce wait %.1f) | step "
-                "%.1f (grad norm %.1f, optimizer %.1f, allgather %.1f)",
-                static_cast<long long>(r.step), r.forward_ms, t.backward_ms, t.backward_reduce_ms,
-                t.step_ms, t.grad_norm_ms, t.optimizer_ms, t.allgather_ms);
+  char line[384];
+  int n = std::snprintf(
+      line, sizeof line,
+      "step %lld | time (ms): forward %.1f | backward %.1f (reduce wait %.1f) | step "
+      "%.1f (grad norm %.1f, optimizer %.1f, allgather %.1f)",
+      static_cast<long long>(r.step), r.forward_ms, t.backward_ms, t.backward_reduce_ms, t.step_ms,
+      t.grad_norm_ms, t.optimizer_ms, t.allgather_ms);
+  const double io = t.io_params_ms + t.io_grad_window_ms + t.io_optimizer_ms;
+  if (io > 0.0 && n > 0 && static_cast<size_t>(n) < sizeof line) {
+    std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
+                  " | I/O wait %.1f (parameters %.1f, gradient window %.1f, disk step %.1f)", io,
+                  t.io_params_ms, t.io_grad_window_ms, t.io_optimizer_ms);
+  }
   return line;
 }
 

@@ -34,6 +34,7 @@
 #include "zoff/train/model_safetensors.h"
 #include "zoff/train/op_profile.h"
 #include "zoff/train/step_log.h"
+#include "zoff/train/step_ticker.h"
 #include "zoff/train/task.h"
 #include "zoff/unit/unit_call.h"
 
@@ -298,6 +299,8 @@ class TrainRun {
   int ranks_;
   checkpoint::CheckpointInfo run_info_;
   std::unique_ptr<report::ProgressDisplay> progress_;  // the leader's
+  std::unique_ptr<StepTicker> ticker_;                 // the leader's, with the zoff engine
+  int64_t ticking_step_ = 0;                           // the step the ticker reports
 };
 
 TrainRun::TrainRun(const TrainOptions& o)
@@ -326,6 +329,21 @@ TrainRun::TrainRun(const TrainOptions& o)
     po.print_every = std::max<int64_t>(1, cfg_.steps_per_print);
     progress_ =
         std::make_unique<report::ProgressDisplay>(std::cerr, isatty(STDERR_FILENO) != 0, po);
+  }
+  const engine::ZeroEngine* engine = stepper_->engine();
+  if (leader_ && engine != nullptr && o.step_progress_s > 0) {
+    StepTotals totals;
+    totals.total_steps = o.steps;
+    totals.units = engine->gatherer() ? static_cast<int64_t>(engine->gatherer()->unit_count()) : 0;
+    totals.groups = engine->tiered() ? static_cast<int64_t>(engine->tiered()->groups()) : 0;
+    ticker_ = std::make_unique<StepTicker>(
+        std::chrono::milliseconds(static_cast<int64_t>(o.step_progress_s * 1000)),
+        [this, engine, totals](double seconds) {
+          StepTotals t = totals;
+          t.step = ticking_step_;
+          return step_progress_line(t, seconds, engine->progress());
+        },
+        std::cerr);
   }
 }
 
@@ -504,7 +522,10 @@ TrainSummary TrainRun::run() {
                            world_.rank);
   for (int64_t step = start_step; step < o_.steps; ++step) {
     profiler.before_step(step);
+    ticking_step_ = step + 1;
+    if (ticker_) ticker_->begin_step();
     const StepRecord rec = train_step(step);
+    if (ticker_) ticker_->end_step();
     profiler.after_step(step);
     log_.write_step(rec);
     summary.final_loss = rec.loss;

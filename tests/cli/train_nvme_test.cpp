@@ -160,6 +160,41 @@ INSTANTIATE_TEST_SUITE_P(StagesWorldsStates, TrainSplitMaster,
                                   (std::get<3>(info.param) ? "Params" : "");
                          });
 
+// Everything on disk at stage 3 with streamed gradients: a long step says how far it got
+// (units through forward and backward, sub-groups, I/O wait) while it runs, and the step
+// log's phase times include the waits for the disk.
+TEST(TrainNvmeProgress, ALongStepReportsUnitsSubGroupsAndIoWaitWhileItRuns) {
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  std::filesystem::create_directories(nvme);
+  auto config = tiny_config(3, "nvme", nvme, /*split=*/true);
+  config["gradient_clipping"] = 0.0;
+  config["train_batch_size"] = 16;  // one micro-batch: the gradients can stream
+  config["wall_clock_breakdown"] = true;
+  config["zero_optimization"]["offload_optimizer"]["gradients"] = "stream";
+  config["zero_optimization"]["offload_param"] = {{"device", "nvme"}, {"nvme_path", nvme}};
+  auto job = tiny_job(dir, "progress", config, 1);
+  job.steps = 3;
+  job.save_model_path = "";
+  job.extra = {"--step-progress", "0.02"};  // a gpt tiny step takes ~0.3 s here
+  const auto r = run_train(job);
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.err.find("step 1/3, "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" units, backward "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" sub-groups, I/O wait "), std::string::npos) << r.err;
+  const auto rows = read_step_log(job.log_path);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& row : rows) {
+    const auto& t = row.at("times_ms");
+    const auto ms = [&](const char* key) { return t.at(key).get<double>(); };
+    EXPECT_GT(ms("io_wait_params") + ms("io_wait_optimizer"), 0.0) << t.dump();
+    // The compute thread's waits are parts of its forward and backward.
+    EXPECT_LE(ms("io_wait_params") + ms("io_wait_grad_window"), ms("forward") + ms("backward"))
+        << t.dump();
+  }
+  EXPECT_NE((r.out + r.err).find("| I/O wait "), std::string::npos) << describe(r);
+}
+
 // Everything on disk at stage 3 (optimizer states, parameter pieces and the gradient
 // shard): losses and final parameters equal the cpu-offload run's bit for bit (no
 // clipping: the norm is summed bucket by bucket there, so it may differ in the last bits).

@@ -50,7 +50,7 @@ TEST(TrainWallClock, LogsPhaseTimesEachStepAndPrintsThemEveryStepsPerPrint) {
   for (const auto& row : rows) {
     ASSERT_TRUE(row.contains("times_ms")) << row.dump();
     const auto& t = row.at("times_ms");
-    EXPECT_EQ(t.size(), 7u) << t.dump();
+    EXPECT_EQ(t.size(), 10u) << t.dump();
     const auto ms = [&](const char* key) { return t.at(key).get<double>(); };
     // Every phase ran: 2 ranks at stage 2 all-gather the updated parameters.
     for (const char* key : {"forward", "backward", "step", "grad_norm", "optimizer", "allgather"}) {
@@ -58,7 +58,12 @@ TEST(TrainWallClock, LogsPhaseTimesEachStepAndPrintsThemEveryStepsPerPrint) {
     }
     EXPECT_LE(ms("backward_reduce"), ms("backward")) << t.dump();
     EXPECT_LE(ms("grad_norm") + ms("optimizer") + ms("allgather"), ms("step")) << t.dump();
+    // Nothing on disk: no waits for it.
+    for (const char* key : {"io_wait_params", "io_wait_grad_window", "io_wait_optimizer"}) {
+      EXPECT_EQ(ms(key), 0.0) << key << " " << t.dump();
+    }
   }
+  EXPECT_EQ((r.out + r.err).find("I/O wait"), std::string::npos) << describe(r);
   const std::string console = r.out + r.err;
   for (int step : {2, 4}) {
     const std::string line = "step " + std::to_string(step) + " | time (ms): forward ";

@@ -16,6 +16,7 @@
 #include "zoff/engine/grad_reducer.h"
 #include "zoff/engine/master_store.h"
 #include "zoff/engine/memory_stats.h"
+#include "zoff/engine/step_meter.h"
 #include "zoff/engine/step_times.h"
 #include "zoff/engine/unit_gatherer.h"
 #include "zoff/partition/model_layout.h"
@@ -42,6 +43,8 @@ struct ComputeParamsSetup {
   // start released (a model built without its values).
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units;
   bool start_released = false;
+  // Where stage 3 counts its units and its waits for parameter pieces (may be null).
+  StepMeter* meter = nullptr;
 };
 
 class ComputeParams {

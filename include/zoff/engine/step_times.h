@@ -24,6 +24,12 @@ struct StepTimes {
   // (host_shared_params) the writes of this rank's pieces into it between two barriers
   // (with 16-bit parameters the fused update writes them: only the barriers count here).
   double allgather_ms = 0.0;
+  // Waits for the disk during the step (StepMeter): forward and backward for parameter
+  // pieces, backward for the streamed-gradient window, the disk step's worker for its reads
+  // and write-backs (on its own thread: overlapped with backward until the last sub-group).
+  double io_params_ms = 0.0;
+  double io_grad_window_ms = 0.0;
+  double io_optimizer_ms = 0.0;
 };
 
 // Milliseconds from `start` to now on the steady clock the phases are read with.

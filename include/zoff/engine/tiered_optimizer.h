@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "zoff/engine/grad_window.h"
+#include "zoff/engine/step_meter.h"
 #include "zoff/offload/host_buffer.h"
 #include "zoff/offload/tier.h"
 #include "zoff/optim/span_optimizer.h"
@@ -137,6 +138,9 @@ class TieredOptimizer {
   // memory, alive as long as this) that each step reads and rewrites and that read() and
   // write() of the master join and split. Steps must write their copy there.
   void set_split_copy(uint16_t* copy);
+  // Where the step counts its sub-groups and its waits for the disk, and streamed gradients
+  // their waits for a window buffer (may be null).
+  void set_meter(StepMeter* meter) { meter_ = meter; }
   bool split_master() const { return split_; }
   // split_master: master elements the steps so far settled (odd ties moved one ulp).
   uint64_t settled_count() const { return settled_; }
@@ -211,6 +215,7 @@ class TieredOptimizer {
   bool split_ = false;              // split_master
   uint16_t* split_copy_ = nullptr;  // split_master: the copy in memory (set_split_copy)
   uint64_t settled_ = 0;            // split_master: settled_count() (the worker adds)
+  StepMeter* meter_ = nullptr;      // set_meter
   int64_t group_;  // elements per sub-group, a multiple of the tier's alignment in floats
   std::vector<std::unique_ptr<offload::TierRegion>> regions_;  // master, then states
   std::unique_ptr<offload::TierRegion> grads_region_;          // grads_in_tier only

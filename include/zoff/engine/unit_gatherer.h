@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "zoff/dist/comm.h"
+#include "zoff/engine/step_meter.h"
 #include "zoff/engine/unit_pieces.h"
 #include "zoff/partition/flat_buffer.h"
 #include "zoff/partition/model_layout.h"
@@ -90,6 +91,9 @@ class UnitGatherer final : public unit::UnitHooks {
   int64_t peak_live_elems() const { return peak_live_; }
   // Bytes of whole units now (persistent ones included).
   size_t whole_bytes() const;
+  // Counts each unit entering forward and each unit done with backward (may be null).
+  void set_meter(StepMeter* meter) { meter_ = meter; }
+  size_t unit_count() const { return units_.size(); }
   const UnitPieces& pieces() const { return *pieces_; }
 
  private:
@@ -102,6 +106,8 @@ class UnitGatherer final : public unit::UnitHooks {
     bool persistent = false;
     bool managed = false;  // seen in with_unit
     int uses = 0;          // with_unit scopes open on it
+    // The StepMeter epochs it was last counted in by forward and by backward.
+    int64_t counted_forward = 0, counted_backward = 0;
   };
   const std::vector<size_t>& units_of(const torch::nn::Module& module) const;
   void gather_async(size_t u);
@@ -127,6 +133,7 @@ class UnitGatherer final : public unit::UnitHooks {
   size_t cursor_ = 0;  // trace position reached by backward
   int64_t live_ = 0;
   int64_t peak_live_ = 0;
+  StepMeter* meter_ = nullptr;
   std::recursive_mutex mutex_;
 };
 

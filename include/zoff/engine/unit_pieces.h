@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "zoff/engine/step_meter.h"
 #include "zoff/offload/host_buffer.h"
 #include "zoff/offload/tier.h"
 #include "zoff/partition/model_layout.h"
@@ -43,9 +44,11 @@ std::unique_ptr<UnitPieces> make_host_unit_pieces(const partition::ModelLayout& 
 // Pieces in `region` (shard-space order, compute dtype, layout.shard_size() elements) of
 // a tier with the given alignment, read into host buffers of their own when needed: at
 // most `max_in_cpu` elements read ahead (offload_param.max_in_cpu); a piece asked for now
-// is read whatever the budget. `region` must outlive the pieces.
+// is read whatever the budget. `region` must outlive the pieces. Waits for a read are added
+// to `meter` (when not null) as parameter I/O.
 std::unique_ptr<UnitPieces> make_tier_unit_pieces(const partition::ModelLayout& layout,
                                                   offload::TierRegion& region, size_t alignment,
-                                                  torch::ScalarType dtype, int64_t max_in_cpu);
+                                                  torch::ScalarType dtype, int64_t max_in_cpu,
+                                                  StepMeter* meter = nullptr);
 
 }  // namespace zoff::engine

@@ -152,6 +152,10 @@ class ZeroEngine {
   const std::vector<std::pair<std::string, std::string>>& aliases() const { return plan_.aliases; }
   // Stage 3 only (else nullptr): unit states and the live-parameter bound.
   const UnitGatherer* gatherer() const { return params_->gatherer(); }
+  // The step in progress so far (any thread may ask while it runs): stage 3's units through
+  // forward and backward, the disk step's sub-groups, the waits for the disk. Reset when
+  // step() returns (its StepStats::times keep the waits).
+  StepProgress progress() const { return step_meter_.snapshot(); }
 
   // --- Checkpoint access: everything a rank must save to resume, over shard().size
   // elements (this rank's shard space), writable in place. Same shape of data at every
@@ -210,6 +214,7 @@ class ZeroEngine {
   partition::Shard shard_;
   // In this order so that the store (whose disk step writes stage 3's parameter region) goes
   // before the parameters that own that region, as ~ZeroEngine does too.
+  StepMeter step_meter_;  // the step in progress, as params_ and store_ report it (before them)
   std::unique_ptr<ComputeParams> params_;  // what the model computes with
   std::unique_ptr<MasterStore> store_;     // the fp32 master and the optimizer states
   std::unique_ptr<GradSink> sink_;         // gradients the store keeps; the overlapped step

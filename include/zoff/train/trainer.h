@@ -53,6 +53,9 @@ struct TrainOptions {
   // written by rank 0 to this file as a table ("" = no profile).
   std::string profile_path;
   int64_t profile_steps = 5;
+  // The leader, with the zoff engine: while a step runs, its progress every this many
+  // seconds on stderr (units, sub-groups, I/O wait; train/step_ticker.h). 0 = never.
+  double step_progress_s = 10.0;
 };
 
 // Steps a profile waits for (allocator and caches warm, the first step's page faults done).
