@@ -30,13 +30,16 @@ LAYERS="${LAYERS:-}"
 # WARMUP=1: a standard schedule instead of a warmup-sized constant lr: DeepSpeed's WarmupLR
 # (linear, 1000 steps) to GPT-3's lr 1e-4, and the step's phase times in the log.
 WARMUP="${WARMUP:-0}"
+# offload_param.max_in_cpu: parameter elements read ahead of use (6.7b's units are 201M;
+# 13b's 315M need more to read even one ahead).
+MAX_IN_CPU="${MAX_IN_CPU:-250000000}"
 mkdir -p "$OUT"
 COMMON=(--model gpt --context "$CONTEXT" --threads 2 --no-eval --seed 1 --steps "$STEPS")
 [[ $CKPT == 1 ]] && COMMON+=(--activation-checkpointing)
 
-/usr/bin/python3 - "$OUT" "$DIR/nvme" "$WARMUP" <<'PY'
+/usr/bin/python3 - "$OUT" "$DIR/nvme" "$WARMUP" "$MAX_IN_CPU" <<'PY'
 import json, sys
-out, nvme, warmup = sys.argv[1:]
+out, nvme, warmup, max_in_cpu = sys.argv[1:]
 # lr: with no warmup, Adam's first steps move every weight by about lr (sign-like); at this
 # width and depth 3e-5 already sends the loss from 6.4 to 24 (fp32 plain LibTorch too), so
 # a 3-step run takes a warmup-sized lr.
@@ -47,7 +50,7 @@ zoff["optimizer"] = {"type": "AdamW", "state_dtype": "int8", "params": {"lr": 1.
 zoff["zero_optimization"] = {
     "stage": 3, "sub_group_size": 10000000, "reduce_bucket_size": 100000000,
     "offload_optimizer": {"device": "nvme", "nvme_path": nvme, "gradients": "stream"},
-    "offload_param": {"device": "nvme", "nvme_path": nvme, "max_in_cpu": 250000000}}
+    "offload_param": {"device": "nvme", "nvme_path": nvme, "max_in_cpu": int(max_in_cpu)}}
 if warmup == "1":
     zoff["optimizer"]["params"] = {"lr": 1e-4, "betas": [0.9, 0.95], "weight_decay": 0.1}
     zoff["scheduler"] = {"type": "WarmupLR", "params": {

@@ -74,12 +74,17 @@ def main():
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--preset", default="tiny")
     p.add_argument("--zoff", default="build/zoff")
+    p.add_argument("--stages", default="1,2,3", help="ZeRO stages, comma-separated")
+    p.add_argument("--worlds", default="1,2,3", help="ranks, comma-separated")
     args = p.parse_args()
     base = "examples/configs/gpt_tiny_stage2.json"
-    print(f"$ python scripts/bench_split_master.py --steps {args.steps} --preset {args.preset}")
+    stages = [int(x) for x in args.stages.split(",")]
+    worlds = [int(x) for x in args.worlds.split(",")]
+    print(f"$ python scripts/bench_split_master.py --steps {args.steps} --preset {args.preset} "
+          f"--stages {args.stages} --worlds {args.worlds}")
     print("stage world states | steps differing | max rel loss diff | ties settled (rank 0) "
           "| params differing / all")
-    for stage, world, states in itertools.product((1, 2, 3), (1, 2, 3), ("fp32", "bf16", "int8")):
+    for stage, world, states in itertools.product(stages, worlds, ("fp32", "bf16", "int8")):
         with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="zoff_split_") as work:
             nvme = os.path.join(work, "nvme")
             os.mkdir(nvme)

@@ -70,8 +70,11 @@ void step_buffers(const placement::Placement& pl, const config::Config& c, const
                                                static_cast<size_t>(shard), s.state_bytes);
   const int64_t per_set = 1 + s.state.states;
   const int64_t slots = oo.buffer_count == 0 ? 3 : oo.buffer_count / per_set;
+  // A set: the fp32 master, each state as stored, stage 3's compute-dtype copy, and with the
+  // split master its extensions (the master buffer holds the joined fp32 values).
   const int64_t set_bytes = group * (4 + s.state.states * static_cast<int64_t>(s.state_bytes) +
-                                     (pl.params_on_disk() ? s.compute : 0));
+                                     (pl.params_on_disk() ? s.compute : 0) +
+                                     (pl.split_master ? 2 : 0));
   add(p.host, "step buffers", slots * set_bytes,
       std::to_string(slots) + " sets of " + std::to_string(group) + "-element sub-groups");
   if (pl.grads == placement::GradStore::kStreamed) {

@@ -85,8 +85,9 @@ TEST(RunPlan, StepBuffersUseTheEnginesSubGroupRounding) {
   c.zero.sub_group_size = 1000001;
   const auto p = plan_run(c, 1, m);
   const int64_t group = (1000001 + 4095) / 4096 * 4096;
-  // 3 sets of: fp32 master, two 1-byte states, the bf16 copy for the parameter file.
-  EXPECT_EQ(item(p.host, "step buffers"), 3 * group * (4 + 2 + 2));
+  // 3 sets of: fp32 master, two 1-byte states, the bf16 copy for the parameter file, the
+  // split master's 2-byte extensions.
+  EXPECT_EQ(item(p.host, "step buffers"), 3 * group * (4 + 2 + 2 + 2));
   EXPECT_EQ(item(p.host, "gradient window"), 12 * group * 4);  // 4 x 3 sets (of 98)
   EXPECT_EQ(item(p.host, "zero gradients"), group * 4);
   EXPECT_EQ(item(p.host, "int8 scales"), 2 * ((100000000 + 2047) / 2048) * 4);
