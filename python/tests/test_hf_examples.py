@@ -47,7 +47,8 @@ def test_llama_beyond_ram_tiny_trains_from_disk(tmp_path):
     figures = json.load(open(tmp_path / "f.json"))
     losses = [s["loss"] for s in figures["steps"]]
     assert losses[-1] < losses[0]
-    assert figures["disk_bytes"] > 8 * figures["parameters"] * 0.9  # master, states, pieces
+    # The split master's extensions, the int8 states and the bf16 pieces: 6 bytes each.
+    assert figures["disk_bytes"] > 6 * figures["parameters"] * 0.9
 
 
 def test_llama_beyond_ram_bad_shape_is_one_line(tmp_path):
