@@ -1,6 +1,7 @@
 // Config keys of the NVMe tier: offload_optimizer/offload_param nvme, sub_group_size, aio.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,7 @@ TEST(NvmeConfig, EachKeyIsParsedWithoutWarnings) {
   const Config c = parse_config(R"({"train_batch_size": 4,
       "zero_optimization": {"stage": 3, "sub_group_size": 1e6,
         "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme", "buffer_count": 6,
-                              "gradients": "nvme"},
+                              "gradients": "nvme", "split_master": false},
         "offload_param": {"device": "nvme", "nvme_path": "/nvme2"}},
       "aio": {"block_size": 262144, "queue_depth": 32, "thread_count": 2,
               "single_submit": true, "overlap_events": false, "backend": "threads"}})",
@@ -37,6 +38,7 @@ TEST(NvmeConfig, EachKeyIsParsedWithoutWarnings) {
   EXPECT_EQ(c.zero.offload_optimizer.nvme_paths, std::vector<std::string>{"/nvme"});
   EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 6);
   EXPECT_EQ(c.zero.offload_optimizer.gradients, "nvme");
+  EXPECT_EQ(c.zero.offload_optimizer.split_master, std::optional<bool>(false));
   EXPECT_EQ(c.zero.offload_param.device, "nvme");
   EXPECT_EQ(c.zero.offload_param.nvme_paths, std::vector<std::string>{"/nvme2"});
   EXPECT_EQ(c.aio.block_size, 262144);
@@ -87,6 +89,9 @@ const BadCase kBadCases[] = {
         "offload_optimizer": {"device": "cpu", "gradients": "stream"}}})",
      "zero_optimization.offload_optimizer.gradients = \"stream\": needs "
      "zero_optimization.offload_optimizer.device = \"nvme\""},
+    {"split_master_not_a_boolean", R"({"train_batch_size": 4, "zero_optimization": {"stage": 2,
+        "offload_optimizer": {"device": "nvme", "nvme_path": "/n", "split_master": "yes"}}})",
+     "zero_optimization.offload_optimizer.split_master = \"yes\": must be true or false"},
     {"stream_buffers_negative", R"({"train_batch_size": 4, "zero_optimization": {"stage": 2,
         "offload_optimizer": {"device": "nvme", "nvme_path": "/n", "stream_buffers": -2}}})",
      "zero_optimization.offload_optimizer.stream_buffers = -2: must be in [0, 4096]"},
