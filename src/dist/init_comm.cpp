@@ -74,6 +74,11 @@ CommPtr connect_hierarchical(const std::shared_ptr<GlooComm>& gloo, const WorldI
   }
   auto rail = gloo->subgroup(detail::concat("gloo between hosts, local rank ", world.local_rank),
                              rail_ranks);
+  // Gloo's connect returns on a rank once its own pairs are up, while a peer may still be
+  // connecting its other pairs: a rank that went on and closed its communicator (a short job, a
+  // test) would end that peer's connect with "Connection closed by peer". Nobody returns until
+  // every rail is connected.
+  gloo->barrier();
   return std::make_shared<HierarchicalComm>(gloo, local, rail);
 }
 
