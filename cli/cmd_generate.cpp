@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -32,7 +33,59 @@ struct GenerateArgs {
   uint64_t seed = 0;
   int threads = 0;
   std::string stream = "auto";  // --stream-weights: auto | yes | no
+  std::string dtype = "bf16";   // compute dtype: bf16 | fp32
+  bool kv_cache = true;
 };
+
+torch::ScalarType compute_dtype(const GenerateArgs& a) {
+  return a.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+}
+
+// Prints each byte as it is chosen (after the prompt) and, at the end, the rate on stderr:
+// the prompt's forward is counted apart from the bytes that follow it.
+std::string generate_printing(models::Gpt& model, const GenerateArgs& a) {
+  using Clock = std::chrono::steady_clock;
+  models::GenerateOptions options;
+  options.max_new_tokens = a.tokens;
+  options.temperature = a.temperature;
+  options.top_k = a.top_k;
+  options.seed = a.seed;
+  options.kv_cache = a.kv_cache;
+  const auto start = Clock::now();
+  Clock::time_point first;
+  int64_t count = 0;
+  options.on_token = [&](char byte) {
+    if (count++ == 0) first = Clock::now();
+    std::fputc(byte, stdout);
+    std::fflush(stdout);
+  };
+  std::fputs(a.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  std::string text = models::generate(model, a.prompt, options);
+  const auto end = Clock::now();
+  std::fputc('\n', stdout);
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  if (count > 0) {
+    const double rest = seconds(end - first);
+    std::fprintf(stderr,
+                 "zoff generate: %lld bytes, %s, %s: prompt (%zu bytes) and first byte %.3f s, "
+                 "then %.2f tokens/s\n",
+                 static_cast<long long>(count), a.dtype.c_str(),
+                 a.kv_cache ? "kv cache" : "no kv cache", a.prompt.size(), seconds(first - start),
+                 count > 1 && rest > 0 ? static_cast<double>(count - 1) / rest : 0.0);
+  }
+  return text;
+}
+
+// Gives every deferred placeholder the compute dtype (still one element each), so that
+// streamed units are read straight into it.
+void retype_placeholders(torch::nn::Module& model, torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) {
+    if (!unit::is_deferred(p) || p.scalar_type() == dtype) continue;
+    p.set_data(torch::zeros({}, p.options().dtype(dtype)).expand(p.sizes()));
+  }
+}
 
 bool is_safetensors(const std::string& path) {
   const std::string ext = ".safetensors";
@@ -67,13 +120,15 @@ std::string generate_from_safetensors(const GenerateArgs& a) {
       if (!unit::is_deferred(item.value())) continue;
       auto t = torch::empty(item.value().sizes(), item.value().options().requires_grad(false));
       values(item.key(), t);
-      item.value().set_data(t);
+      item.value().set_data(t.to(compute_dtype(a)));
     }
-    return models::generate(model, a.prompt, a.tokens, a.temperature, a.top_k, a.seed);
+    model->to(compute_dtype(a));  // the few parameters that were never deferred
+    return generate_printing(model, a);
   }
+  retype_placeholders(*model, compute_dtype(a));
+  model->to(compute_dtype(a));  // the few parameters that were never deferred
   unit::StreamedWeights streamed(*model, values);
-  const std::string text =
-      models::generate(model, a.prompt, a.tokens, a.temperature, a.top_k, a.seed);
+  const std::string text = generate_printing(model, a);
   std::fprintf(stderr,
                "zoff generate: weights streamed from %s: %.1f GB of parameter values loaded, at "
                "most %.1f MB of them in memory at once\n",
@@ -94,10 +149,12 @@ void run_generate(const GenerateArgs& a) {
                  ": must be in [1, ", kMaxThreads, "] (0 = all cores)");
   ZOFF_CHECK_ARG(a.stream == "auto" || a.stream == "yes" || a.stream == "no", "--stream-weights ",
                  a.stream, ": must be auto, yes or no");
+  ZOFF_CHECK_ARG(a.dtype == "bf16" || a.dtype == "fp32", "--dtype ", a.dtype,
+                 ": must be bf16 or fp32");
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(a.threads > 0 ? a.threads : cores);
   if (is_safetensors(a.checkpoint)) {
-    std::printf("%s%s\n", a.prompt.c_str(), generate_from_safetensors(a).c_str());
+    generate_from_safetensors(a);
     return;
   }
   ZOFF_CHECK_ARG(a.stream != "yes",
@@ -108,9 +165,8 @@ void run_generate(const GenerateArgs& a) {
                  "': zoff generate needs a gpt checkpoint");
   models::Gpt model(models::gpt_preset(info.preset.empty() ? "tiny" : info.preset, info.context));
   checkpoint::load_module_from_checkpoint(*model, info.dir);
-  const std::string text =
-      models::generate(model, a.prompt, a.tokens, a.temperature, a.top_k, a.seed);
-  std::printf("%s%s\n", a.prompt.c_str(), text.c_str());
+  model->to(compute_dtype(a));
+  generate_printing(model, a);
 }
 
 void add_generate(CLI::App& root, int& exit_code) {
@@ -134,6 +190,12 @@ void add_generate(CLI::App& root, int& exit_code) {
                   "the model whole (no), or stream when it would take more than half of the "
                   "available memory (auto)")
       ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype,
+                  "compute dtype: bf16 (the weights rounded once to 16 bits) or fp32")
+      ->capture_default_str();
+  cmd->add_flag("!--no-kv-cache", args->kv_cache,
+                "recompute the whole context for every byte instead of keeping each position's "
+                "keys and values");
   cmd->callback([args, &exit_code] {
     run_generate(*args);
     exit_code = 0;

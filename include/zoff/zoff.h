@@ -73,6 +73,7 @@
 #include "zoff/models/generate.h"
 #include "zoff/models/gpt.h"
 #include "zoff/models/gpt_config.h"
+#include "zoff/models/gpt_kv_cache.h"
 #include "zoff/models/mlp.h"
 #include "zoff/models/widened_products.h"
 #include "zoff/offload/aio_options.h"

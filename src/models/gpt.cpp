@@ -112,6 +112,29 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   return maybe_dropout(linear(proj, y), dropout_, is_training());
 }
 
+torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x, torch::Tensor& keys,
+                                                      torch::Tensor& values, int64_t past) {
+  const int64_t B = x.size(0), t = x.size(1), C = x.size(2), hs = C / n_head_;
+  const int64_t T = past + t;
+  std::vector<torch::Tensor> parts = linear(qkv, x).split(C, /*dim=*/2);  // 3 x [B, t, C]
+  auto heads = [&](const torch::Tensor& p) {  // [B, t, C] -> [B, nh, t, hs]
+    return p.view({B, t, n_head_, hs}).transpose(1, 2);
+  };
+  keys.narrow(2, past, t).copy_(heads(parts[1]));
+  values.narrow(2, past, t).copy_(heads(parts[2]));
+  const torch::Tensor k = keys.narrow(2, 0, T), v = values.narrow(2, 0, T);  // [B, nh, T, hs]
+  // Row i is position past + i and sees keys 0..past + i: -inf above diagonal past + 1.
+  const torch::Tensor future =
+      torch::full({t, T}, -std::numeric_limits<double>::infinity(), torch::kFloat32).triu(past + 1);
+  const double scale = 1.0 / std::sqrt(double(hs));
+  const torch::Tensor scores =
+      widened_matmul(heads(parts[0]), k.transpose(2, 3)).to(torch::kFloat32) * scale + future;
+  const torch::Tensor att = torch::softmax(scores, -1).to(x.scalar_type());  // [B, nh, t, T]
+  torch::Tensor y = widened_matmul(att, v);                                  // [B, nh, t, hs]
+  y = y.transpose(1, 2).contiguous().view({B, t, C});
+  return linear(proj, y);
+}
+
 GptBlockImpl::GptBlockImpl(const GptConfig& config)
     : dropout_(config.dropout),
       fused_layer_norm_(config.fused_layer_norm),
@@ -127,6 +150,13 @@ torch::Tensor GptBlockImpl::forward(torch::Tensor x) {
   x = x + attn(norm(ln_1, x, fused_layer_norm_));
   const torch::Tensor h = gelu(linear(fc, norm(ln_2, x, fused_layer_norm_)), fused_gelu_);
   return x + maybe_dropout(linear(mlp_proj, h), dropout_, is_training());
+}
+
+torch::Tensor GptBlockImpl::forward_cached(torch::Tensor x, torch::Tensor& keys,
+                                           torch::Tensor& values, int64_t past) {
+  x = x + attn->forward_cached(norm(ln_1, x, fused_layer_norm_), keys, values, past);
+  const torch::Tensor h = gelu(linear(fc, norm(ln_2, x, fused_layer_norm_)), fused_gelu_);
+  return x + linear(mlp_proj, h);
 }
 
 GptImpl::GptImpl(const GptConfig& config, GptInit init) : config_(config) {
@@ -222,6 +252,31 @@ torch::Tensor GptImpl::forward(const torch::Tensor& idx) {
   x = zoff::with_unit(*ln_f, [&] { return norm(ln_f, x, config_.fused_layer_norm); });
   // Tied head: logits = x @ wte^T, read from the registered weight at every call.
   return zoff::with_unit(*wte, [&] { return widened_matmul(x, wte->weight.t()); });  // [B, T, V]
+}
+
+torch::Tensor GptImpl::forward_cached(const torch::Tensor& idx, GptKvCache& cache) {
+  ZOFF_CHECK_ARG(idx.dim() == 2 && idx.scalar_type() == torch::kInt64,
+                 "gpt: input must be int64 [B, T], got ", idx.sizes(), " ", idx.scalar_type());
+  ZOFF_CHECK_ARG(cache.blocks() == blocks->size() && cache.capacity() == config_.block_size &&
+                     cache.batch() == idx.size(0),
+                 "gpt: the kv cache (", cache.blocks(), " blocks, context ", cache.capacity(),
+                 ", batch ", cache.batch(), ") was not made for this model and batch ",
+                 idx.size(0));
+  const int64_t past = cache.length(), t = idx.size(1);
+  ZOFF_CHECK_ARG(t >= 1 && past + t <= config_.block_size, "gpt: ", t, " tokens after the cache's ",
+                 past, " pass block_size = ", config_.block_size);
+  const torch::Tensor pos = torch::arange(past, past + t, idx.options());     // [t]
+  const torch::Tensor tok = zoff::with_unit(*wte, [&] { return wte(idx); });  // [B, t, C]
+  torch::Tensor x = tok + zoff::with_unit(*wpe, [&] { return wpe(pos); });
+  for (size_t l = 0; l < blocks->size(); ++l) {
+    const auto block = blocks[l];
+    x = zoff::with_unit(*block, [&] {
+      return block->as<GptBlockImpl>()->forward_cached(x, cache.keys(l), cache.values(l), past);
+    });
+  }
+  cache.advance(t);
+  x = zoff::with_unit(*ln_f, [&] { return norm(ln_f, x, config_.fused_layer_norm); });
+  return zoff::with_unit(*wte, [&] { return widened_matmul(x, wte->weight.t()); });  // [B, t, V]
 }
 
 torch::Tensor gpt_loss(const torch::Tensor& logits, const torch::Tensor& targets) {

@@ -87,7 +87,12 @@ class GptTask : public Task {
     return {{"val_loss", sum / static_cast<double>(n)}};
   }
   std::string sample(const std::string& prompt, int64_t tokens, uint64_t seed) override {
-    return models::generate(model_, prompt, tokens, kSampleTemperature, kSampleTopK, seed);
+    models::GenerateOptions options;  // the KV cache, as zoff generate
+    options.max_new_tokens = tokens;
+    options.temperature = kSampleTemperature;
+    options.top_k = kSampleTopK;
+    options.seed = seed;
+    return models::generate(model_, prompt, options);
   }
 
  private:

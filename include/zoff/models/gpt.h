@@ -10,6 +10,7 @@
 #include <string>
 
 #include "zoff/models/gpt_config.h"
+#include "zoff/models/gpt_kv_cache.h"
 #include "zoff/unit/deferred_init.h"
 
 namespace zoff::models {
@@ -22,6 +23,11 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
+  // x [B, t, C] at positions past..past+t-1: writes their keys and values into `keys` and
+  // `values` ([B, nh, capacity, hs], positions 0..past-1 already there) and attends over
+  // positions 0..past+t-1, causally. Scores and softmax in fp32. -> [B, t, C]
+  torch::Tensor forward_cached(const torch::Tensor& x, torch::Tensor& keys, torch::Tensor& values,
+                               int64_t past);
 
   torch::nn::Linear qkv{nullptr};   // weight [3C, C]: rows 0..C-1 query, then key, then value
   torch::nn::Linear proj{nullptr};  // weight [C, C]
@@ -41,6 +47,10 @@ class GptBlockImpl : public torch::nn::Module {
  public:
   explicit GptBlockImpl(const GptConfig& config);
   torch::Tensor forward(torch::Tensor x);
+  // forward() for positions past..past+t-1 with attention through the cache (see
+  // CausalSelfAttentionImpl::forward_cached).
+  torch::Tensor forward_cached(torch::Tensor x, torch::Tensor& keys, torch::Tensor& values,
+                               int64_t past);
 
   torch::nn::LayerNorm ln_1{nullptr};
   CausalSelfAttention attn{nullptr};
@@ -81,6 +91,11 @@ class GptImpl : public torch::nn::Module {
   // idx int64 [B, T] of tokens in [0, vocab), 1 <= T <= block_size -> logits [B, T, vocab]
   // in the parameters' dtype. A bad shape or T is a zoff::UsageError.
   torch::Tensor forward(const torch::Tensor& idx);
+  // Generation: idx int64 [B, t] are the tokens at positions cache.length() ..
+  // cache.length() + t - 1 (which must not pass block_size); their keys and values are added
+  // to the cache -> logits [B, t, vocab], those forward() gives for the same positions (up
+  // to the order of the sums). Runs each block as a unit, as forward() does.
+  torch::Tensor forward_cached(const torch::Tensor& idx, GptKvCache& cache);
 
   const GptConfig& config() const { return config_; }
   // Activation checkpointing: each block's activations are recomputed in backward instead
