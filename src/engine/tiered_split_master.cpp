@@ -1,6 +1,5 @@
 // TieredOptimizer's split master: the extension region joined with the bf16 compute copy
 // (in memory, or in the output region) into the fp32 master, and split back.
-#include <cstring>
 
 #include "tiered_optimizer_impl.h"
 #include "zoff/core/error.h"
@@ -50,14 +49,8 @@ void TieredOptimizer::write_split_master(size_t offset, size_t n, const float* s
     const size_t g = at / static_cast<size_t>(group_);
     uint16_t* group = group_copy(g, buffer);
     uint16_t* copy = group + (at - g * static_cast<size_t>(group_));
-    auto* ext = reinterpret_cast<uint16_t*>(window);
-    for (size_t i = 0; i < bytes / 2; ++i) {
-      uint32_t b;
-      std::memcpy(&b, src + done / 2 + i, sizeof b);
-      b = optim::split_master_settle(b);
-      copy[i] = optim::split_master_copy(b);
-      ext[i] = optim::split_master_extension(b);
-    }
+    optim::split_master_encode_from(src + done / 2, bytes / 2, copy,
+                                    reinterpret_cast<uint16_t*>(window));
     if (out_region_ != nullptr) {
       out_region_->write(g * static_cast<uint64_t>(group_) * 2, group, group_size(g) * 2).wait();
     }

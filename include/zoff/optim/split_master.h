@@ -53,6 +53,9 @@ void split_master_settle(float* values, size_t n);
 // n fp32 masters, settled in place, into their copies and extensions. Returns how many
 // were settled (odd ties).
 size_t split_master_encode(float* master, size_t n, uint16_t* copy, uint16_t* extension);
+// The same from masters that stay as they are (a checkpoint's values being stored): the
+// copies and extensions are those of the settled values. Returns how many were settled.
+size_t split_master_encode_from(const float* master, size_t n, uint16_t* copy, uint16_t* extension);
 // n fp32 masters from their copies and extensions.
 void split_master_decode(const uint16_t* copy, const uint16_t* extension, size_t n, float* master);
 
