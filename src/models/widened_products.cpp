@@ -2,11 +2,13 @@
 #include "zoff/models/widened_products.h"
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/Parallel.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <string_view>
 
+#include "gemv_kernels.h"
 #include "zoff/core/error.h"
 
 namespace zoff::models {
@@ -143,6 +145,46 @@ struct WidenedBaddbmmFn : torch::autograd::Function<WidenedBaddbmmFn> {
   }
 };
 
+// Output columns per parallel chunk of a one-row product (each reads GemvGrain rows of
+// the weight, e.g. 256 x 2048 bf16 = 1 MiB).
+constexpr int64_t kGemvGrain = 256;
+
+// Products of a few rows without autograd (generation: one position at a time) where bf16
+// is widened: widening the whole weight to fp32 first would move 2 + 4 + 4 bytes per weight
+// for one multiply-add each, so the kernel reads each bf16 weight once instead, with fp32
+// sums rounded once, as the widened GEMM. Contiguous bf16 weight [N, K], x [..., K].
+bool gemv_applies(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  if (torch::GradMode::is_enabled() || !x.is_cpu() || x.scalar_type() != torch::kBFloat16 ||
+      w.scalar_type() != torch::kBFloat16 || w.dim() != 2 || !w.is_contiguous() || x.dim() < 1 ||
+      x.size(-1) != w.size(1) || w.size(1) == 0) {
+    return false;
+  }
+  if (b.defined() && (b.scalar_type() != torch::kBFloat16 || !b.is_contiguous() || b.dim() != 1 ||
+                      b.size(0) != w.size(0))) {
+    return false;
+  }
+  return x.numel() / w.size(1) <= static_cast<int64_t>(detail::kGemvMaxRows) && x.numel() > 0;
+}
+
+torch::Tensor gemv_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  const int64_t N = w.size(0), K = w.size(1);
+  const torch::Tensor rows = x.reshape({-1, K}).to(torch::kFloat32).contiguous();  // [R, K]
+  torch::Tensor y = torch::empty({rows.size(0), N}, rows.options());               // [R, N]
+  const auto* wp = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
+  const auto* bp =
+      b.defined() ? reinterpret_cast<const uint16_t*>(b.data_ptr<at::BFloat16>()) : nullptr;
+  const float* xp = rows.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const auto R = static_cast<size_t>(rows.size(0));
+  at::parallel_for(0, N, kGemvGrain, [&](int64_t n0, int64_t n1) {
+    detail::bf16_gemv(wp, xp, bp, R, static_cast<size_t>(N), static_cast<size_t>(K),
+                      static_cast<size_t>(n0), static_cast<size_t>(n1), yp);
+  });
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = N;
+  return y.to(torch::kBFloat16).view(sizes);
+}
+
 }  // namespace
 
 void set_bf16_products(Bf16Products mode) { g_bf16_mode.store(mode); }
@@ -171,6 +213,7 @@ bool widens(const torch::Tensor& operand) {
 torch::Tensor widened_linear(const torch::Tensor& x, const torch::Tensor& w,
                              const torch::Tensor& b) {
   if (!widens(x)) return torch::linear(x, w, b);
+  if (gemv_applies(x, w, b)) return gemv_linear(x, w, b);
   // A custom function's tensor inputs must be defined: without a bias, x @ w^T.
   return b.defined() ? WidenedLinearFn::apply(x, w, b) : WidenedMatmulFn::apply(x, w.t());
 }

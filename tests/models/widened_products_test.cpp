@@ -212,5 +212,41 @@ TEST(WidenedProducts, GptLogitsStayCloseToPureFp16) {
   EXPECT_LE(diff, kGptLogitsTolerance);
 }
 
+// The one-row kernel against the fp32 product rounded once: its fp32 sums run in another
+// order, so a result may round to the neighbouring bf16 value: one bf16 ulp (2^-8 relative)
+// of the row's largest output, plus fp32 noise.
+constexpr double kGemvBf16Tolerance = 1.0 / 256;
+
+TEST(WidenedProducts, FewRowsWithoutAutogradReadBf16WeightsOnceAndMatchTheFp32Product) {
+  Bf16ProductsGuard widened(Bf16Products::kWidened);
+  torch::manual_seed(3);
+  torch::NoGradGuard no_grad;
+  // K with a SIMD tail, N not a multiple of the parallel grain, 1..4 rows, with and without
+  // a bias, and a leading batch shape.
+  for (const int64_t K : {37, 64, 515}) {
+    const auto w = (torch::randn({300, K}) * 0.1).to(torch::kBFloat16);
+    const auto b = torch::randn({300}).to(torch::kBFloat16);
+    for (const int64_t rows : {1, 2, 3, 4}) {
+      const auto x = torch::randn({rows, 1, K}).to(torch::kBFloat16);
+      for (const bool bias : {true, false}) {
+        const torch::Tensor bb = bias ? b : torch::Tensor();
+        const auto got = widened_linear(x, w, bb);
+        ASSERT_EQ(got.scalar_type(), torch::kBFloat16);
+        ASSERT_EQ(got.sizes(), (std::vector<int64_t>{rows, 1, 300}));
+        const auto want = torch::linear(x.to(torch::kFloat32), w.to(torch::kFloat32),
+                                        bias ? b.to(torch::kFloat32) : torch::Tensor());
+        EXPECT_LE(max_rel(got, want).item<double>(), kGemvBf16Tolerance)
+            << "K " << K << " rows " << rows << " bias " << bias;
+      }
+    }
+  }
+  // Five rows, or autograd on: the widened GEMM as before (the same fp32 product rounded).
+  const auto w = torch::randn({8, 16}).to(torch::kBFloat16);
+  const auto x = torch::randn({5, 16}).to(torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(
+      widened_linear(x, w, torch::Tensor()),
+      torch::matmul(x.to(torch::kFloat32), w.to(torch::kFloat32).t()).to(torch::kBFloat16)));
+}
+
 }  // namespace
 }  // namespace zoff::models::widened_products_test
