@@ -12,6 +12,7 @@
 
 #include "../optim/kernel_lanes-inl.h"
 #include "gemv_kernels.h"
+#include "zoff/optim/state_dtype.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace zoff {
@@ -19,13 +20,6 @@ namespace models {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using optim::HWY_NAMESPACE::load_bf16;
-
-float bf16_to_float(uint16_t v) {
-  const uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  __builtin_memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 // One weight row against `kRows` rows of x: each weight vector is loaded and widened once.
 // kU vectors of each row are summed into accumulators of their own, so that consecutive
@@ -57,7 +51,7 @@ HWY_INLINE void dot_rows(const uint16_t* HWY_RESTRICT w_row, const float* HWY_RE
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t u = 1; u < kU; ++u) acc[0][r] = hn::Add(acc[0][r], acc[u][r]);
     float s = hn::GetLane(hn::SumOfLanes(d, acc[0][r]));
-    for (size_t j = k; j < K; ++j) s += bf16_to_float(w_row[j]) * x[r * K + j];
+    for (size_t j = k; j < K; ++j) s += optim::bf16_to_float(w_row[j]) * x[r * K + j];
     sums[r] = s;
   }
 }
@@ -69,7 +63,7 @@ void gemv_rows(const uint16_t* HWY_RESTRICT w, const float* HWY_RESTRICT x,
   float sums[kRows];
   for (size_t n = n0; n < n1; ++n) {
     dot_rows<kRows>(w + n * K, x, K, sums);
-    const float bias = b != nullptr ? bf16_to_float(b[n]) : 0.0f;
+    const float bias = b != nullptr ? optim::bf16_to_float(b[n]) : 0.0f;
     for (size_t r = 0; r < kRows; ++r) y[r * N + n] = sums[r] + bias;
   }
 }

@@ -123,12 +123,15 @@ torch::Tensor CausalSelfAttentionImpl::forward_cached(const torch::Tensor& x, to
   keys.narrow(2, past, t).copy_(heads(parts[1]));
   values.narrow(2, past, t).copy_(heads(parts[2]));
   const torch::Tensor k = keys.narrow(2, 0, T), v = values.narrow(2, 0, T);  // [B, nh, T, hs]
-  // Row i is position past + i and sees keys 0..past + i: -inf above diagonal past + 1.
-  const torch::Tensor future =
-      torch::full({t, T}, -std::numeric_limits<double>::infinity(), torch::kFloat32).triu(past + 1);
   const double scale = 1.0 / std::sqrt(double(hs));
-  const torch::Tensor scores =
-      widened_matmul(heads(parts[0]), k.transpose(2, 3)).to(torch::kFloat32) * scale + future;
+  torch::Tensor scores =
+      widened_matmul(heads(parts[0]), k.transpose(2, 3)).to(torch::kFloat32) * scale;
+  // Row i is position past + i and sees keys 0..past + i: -inf above diagonal past + 1. One
+  // new position (each step of generation) sees them all: no mask to build.
+  if (t > 1) {
+    scores += torch::full({t, T}, -std::numeric_limits<double>::infinity(), torch::kFloat32)
+                  .triu(past + 1);
+  }
   const torch::Tensor att = torch::softmax(scores, -1).to(x.scalar_type());  // [B, nh, t, T]
   torch::Tensor y = widened_matmul(att, v);                                  // [B, nh, t, hs]
   y = y.transpose(1, 2).contiguous().view({B, t, C});

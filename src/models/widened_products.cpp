@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "bf16_bits.h"
 #include "gemv_kernels.h"
 #include "zoff/core/error.h"
 
@@ -170,9 +171,8 @@ torch::Tensor gemv_linear(const torch::Tensor& x, const torch::Tensor& w, const 
   const int64_t N = w.size(0), K = w.size(1);
   const torch::Tensor rows = x.reshape({-1, K}).to(torch::kFloat32).contiguous();  // [R, K]
   torch::Tensor y = torch::empty({rows.size(0), N}, rows.options());               // [R, N]
-  const auto* wp = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
-  const auto* bp =
-      b.defined() ? reinterpret_cast<const uint16_t*>(b.data_ptr<at::BFloat16>()) : nullptr;
+  const uint16_t* wp = detail::bf16_bits(w);
+  const uint16_t* bp = b.defined() ? detail::bf16_bits(b) : nullptr;
   const float* xp = rows.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   const auto R = static_cast<size_t>(rows.size(0));
