@@ -83,7 +83,7 @@ void retype_placeholders(torch::nn::Module& model, torch::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   for (auto& p : model.parameters()) {
     if (!unit::is_deferred(p) || p.scalar_type() == dtype) continue;
-    p.set_data(torch::zeros({}, p.options().dtype(dtype)).expand(p.sizes()));
+    p.set_data(unit::placeholder(p.sizes(), p.options().dtype(dtype)));
   }
 }
 

@@ -13,7 +13,7 @@ void defer_parameters(torch::nn::Module& module) {
     if (!p.requires_grad() || p.numel() <= 1 || is_deferred(p)) continue;
     // One element expanded to the shape: shape, dtype, device and requires_grad stay, so
     // the engine plans units and layouts from it as from the real tensor.
-    p.set_data(torch::zeros({}, p.options()).expand(p.sizes()));
+    p.set_data(placeholder(p.sizes(), p.options()));
   }
 #if defined(__GLIBC__)
   // The values freed above sit in malloc's heap (glibc raises its mmap threshold after the
@@ -22,6 +22,10 @@ void defer_parameters(torch::nn::Module& module) {
   // RSS for the whole of it. Hand the free pages back now, so the peak stays one block.
   malloc_trim(0);
 #endif
+}
+
+torch::Tensor placeholder(at::IntArrayRef sizes, const torch::TensorOptions& options) {
+  return torch::zeros({}, options).expand(sizes);
 }
 
 bool is_deferred(const torch::Tensor& t) {

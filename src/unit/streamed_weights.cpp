@@ -56,7 +56,7 @@ void StreamedWeights::after_forward(const torch::nn::Module& module) {
   for (Param* p : params_of(module)) {
     if (p->open == 0 || --p->open > 0) continue;
     live_ -= static_cast<int64_t>(p->tensor.nbytes());
-    p->tensor.set_data(torch::zeros({}, p->tensor.options()).expand(p->tensor.sizes()));
+    p->tensor.set_data(placeholder(p->tensor.sizes(), p->tensor.options()));
     dropped = true;
   }
 #if defined(__GLIBC__)

@@ -27,6 +27,10 @@ using ParamInit = std::function<void(const std::string& name, torch::Tensor valu
 // values, and parameters of at most one element (nothing to save).
 void defer_parameters(torch::nn::Module& module);
 
+// The placeholder defer_parameters gives a tensor of `sizes`: one element of `options`
+// (dtype, device) expanded to the shape, every stride 0.
+torch::Tensor placeholder(at::IntArrayRef sizes, const torch::TensorOptions& options);
+
 // True for a placeholder made by defer_parameters: more elements than its storage holds.
 bool is_deferred(const torch::Tensor& t);
 
