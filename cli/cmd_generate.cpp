@@ -35,6 +35,7 @@ struct GenerateArgs {
   std::string stream = "auto";  // --stream-weights: auto | yes | no
   std::string dtype = "bf16";   // compute dtype: bf16 | fp32
   bool kv_cache = true;
+  bool read_ahead = true;  // streamed: read the next unit while this one computes
 };
 
 torch::ScalarType compute_dtype(const GenerateArgs& a) {
@@ -127,13 +128,16 @@ std::string generate_from_safetensors(const GenerateArgs& a) {
   }
   retype_placeholders(*model, compute_dtype(a));
   model->to(compute_dtype(a));  // the few parameters that were never deferred
-  unit::StreamedWeights streamed(*model, values);
+  unit::StreamedWeights streamed(*model, values, a.read_ahead);
   const std::string text = generate_printing(model, a);
   std::fprintf(stderr,
                "zoff generate: weights streamed from %s: %.1f GB of parameter values loaded, at "
-               "most %.1f MB of them in memory at once\n",
+               "most %.1f MB of them in memory at once; read ahead: %s (%lld parameters read "
+               "ahead and used, %lld unused)\n",
                a.checkpoint.c_str(), static_cast<double>(streamed.read_bytes()) / 1e9,
-               static_cast<double>(streamed.peak_bytes()) / 1e6);
+               static_cast<double>(streamed.peak_bytes()) / 1e6, a.read_ahead ? "on" : "off",
+               static_cast<long long>(streamed.read_ahead_hits()),
+               static_cast<long long>(streamed.read_ahead_misses()));
   return text;
 }
 
@@ -196,6 +200,9 @@ void add_generate(CLI::App& root, int& exit_code) {
   cmd->add_flag("!--no-kv-cache", args->kv_cache,
                 "recompute the whole context for every byte instead of keeping each position's "
                 "keys and values");
+  cmd->add_flag("!--no-read-ahead", args->read_ahead,
+                "streamed weights: read each unit only when forward reaches it, instead of "
+                "reading the next one on a reader thread while this one computes");
   cmd->callback([args, &exit_code] {
     run_generate(*args);
     exit_code = 0;

@@ -122,6 +122,18 @@ torch::Tensor SafetensorsFile::read(const std::string& name) const {
   return t;
 }
 
+void SafetensorsFile::read_into(const std::string& name, torch::Tensor& out) const {
+  const Entry& e = entry(name);
+  ZOFF_CHECK_ARG(out.sizes().vec() == e.shape, path_, ": tensor ", name, " is ",
+                 torch::IntArrayRef(e.shape), ", the destination is ", out.sizes());
+  if (out.is_contiguous() && out.scalar_type() == dtype_from_name(e.dtype)) {
+    read_exact(fd_, path_, data_start_ + e.begin, out.data_ptr(), e.end - e.begin);
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  out.copy_(read(name));
+}
+
 namespace {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -170,10 +182,7 @@ unit::ParamInit safetensors_param_init(torch::nn::Module& module, const std::str
   check_against_module(*file, named_tensors(module, true, true));
   torch::NoGradGuard no_grad;
   for (auto& [name, t] : named_tensors(module, false, true)) t.copy_(file->read(name));
-  return [file](const std::string& name, torch::Tensor values) {
-    torch::NoGradGuard no_grad;
-    values.copy_(file->read(name));
-  };
+  return [file](const std::string& name, torch::Tensor values) { file->read_into(name, values); };
 }
 
 }  // namespace zoff::checkpoint

@@ -40,6 +40,10 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // One tensor as a new tensor of its stored dtype and shape.
   torch::Tensor read(const std::string& name) const;
+  // One tensor into `out` (its shape): read straight into out's memory when out is
+  // contiguous and of the stored dtype (no intermediate copy, no LibTorch kernel: safe on a
+  // reader thread), else read and converted. Thread-safe (positioned reads).
+  void read_into(const std::string& name, torch::Tensor& out) const;
 
  private:
   std::string path_;
