@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-op time of one gpt 1.3b block's cached forward for one new position, bf16, in plain
+"""Per-op time of gpt 1.3b's blocks (26, each its own weights, in turn)'s cached forward for one new position, bf16, in plain
 PyTorch (the kernels zoff's LibTorch calls): what a token costs without zoff's own code.
   $ZOFF_VENV/bin/python scripts/bench_block_ops.py [PAST_POSITIONS, default 100]
 """
@@ -8,16 +8,18 @@ torch.manual_seed(0)
 C, nh, T = 2048, 32, int(__import__('sys').argv[1]) if len(__import__('sys').argv) > 1 else 100
 hs = C // nh
 bf = torch.bfloat16
-W = {n: (torch.randn(r, c) * 0.02).to(bf) for n, r, c in
-     (("qkv", 3 * C, C), ("proj", C, C), ("fc", 4 * C, C), ("mlp", C, 4 * C))}
-B = {n: torch.zeros(W[n].shape[0], dtype=bf) for n in W}
+L = 26  # the model's blocks, each its own weights: one block's 100 MB alone would sit in L3
+Ws = [{n: (torch.randn(r, c) * 0.02).to(bf) for n, r, c in
+       (("qkv", 3 * C, C), ("proj", C, C), ("fc", 4 * C, C), ("mlp", C, 4 * C))}
+      for _ in range(L)]
+B = {n: torch.zeros(Ws[0][n].shape[0], dtype=bf) for n in Ws[0]}
 ln = (torch.ones(C, dtype=bf), torch.zeros(C, dtype=bf))
 keys = torch.zeros(1, nh, 1024, hs, dtype=bf); values = torch.zeros_like(keys)
 x = torch.randn(1, 1, C).to(bf)
 times = {}
 def t(name, fn):
     s = time.perf_counter(); r = fn(); times[name] = times.get(name, 0) + time.perf_counter() - s; return r
-def block(x, past):
+def block(x, past, W):
     h = t("ln1", lambda: F.layer_norm(x, (C,), *ln))
     qkv = t("qkv", lambda: F.linear(h, W["qkv"], B["qkv"]))
     q, k, v = t("split", lambda: qkv.split(C, 2))
@@ -37,10 +39,10 @@ def block(x, past):
     h = t("mlp", lambda: F.linear(h, W["mlp"], B["mlp"]))
     return t("add2", lambda: x + h)
 with torch.no_grad():
-    for past in range(T): x = block(x, past)
+    for past in range(T): x = block(x, past, Ws[past % L])
     times.clear(); s = time.perf_counter()
-    n = 200
-    for i in range(n): x = block(x, T - 1)
+    n = 10 * L
+    for i in range(n): x = block(x, T - 1, Ws[i % L])
     total = time.perf_counter() - s
 print(f"threads {torch.get_num_threads()} T {T}: one block {total / n * 1e3:.3f} ms, x26 = {total / n * 26e3:.1f} ms/token")
 for k, v in sorted(times.items(), key=lambda kv: -kv[1]):
