@@ -174,14 +174,14 @@ void load_module_from_safetensors(torch::nn::Module& module, const std::string& 
   auto tensors = named_tensors(module, true, true);
   check_against_module(file, tensors);  // names and shapes both ways, before anything changes
   torch::NoGradGuard no_grad;
-  for (auto& [name, t] : tensors) t.copy_(file.read(name));
+  for (auto& [name, t] : tensors) file.read_into(name, t);
 }
 
 unit::ParamInit safetensors_param_init(torch::nn::Module& module, const std::string& path) {
   auto file = std::make_shared<SafetensorsFile>(path);
   check_against_module(*file, named_tensors(module, true, true));
   torch::NoGradGuard no_grad;
-  for (auto& [name, t] : named_tensors(module, false, true)) t.copy_(file->read(name));
+  for (auto& [name, t] : named_tensors(module, false, true)) file->read_into(name, t);
   return [file](const std::string& name, torch::Tensor values) { file->read_into(name, values); };
 }
 

@@ -56,6 +56,24 @@ struct MapReader {
   }
 };
 
+// A model held whole (seeded) and the same model built without values, with a reader of the
+// whole one's values for it.
+struct WholeAndDeferred {
+  static Gpt seeded(uint64_t seed) {
+    torch::manual_seed(seed);
+    Gpt model(small_config());
+    model->eval();
+    return model;
+  }
+  explicit WholeAndDeferred(uint64_t seed)
+      : whole(seeded(seed)), reader(values_of(whole)), model(small_config(), GptInit::kDeferred) {
+    model->eval();
+  }
+  Gpt whole;
+  MapReader reader;
+  Gpt model;
+};
+
 // Logits of the prompt and then of `extra` single positions through the KV cache.
 std::vector<torch::Tensor> cached_logits(Gpt& model, int64_t extra) {
   torch::NoGradGuard no_grad;
@@ -78,12 +96,10 @@ class StreamedGpt : public ::testing::TestWithParam<bool> {};
 
 TEST_P(StreamedGpt, GivesTheLogitsOfTheModelHeldWhole) {
   const bool read_ahead = GetParam();
-  torch::manual_seed(3);
-  Gpt whole(small_config());
-  whole->eval();
-  MapReader reader(values_of(whole));
-  Gpt streamed_model(small_config(), GptInit::kDeferred);
-  streamed_model->eval();
+  WholeAndDeferred m(3);
+  Gpt& whole = m.whole;
+  MapReader& reader = m.reader;
+  Gpt& streamed_model = m.model;
   const auto expected = cached_logits(whole, 5);
   std::vector<torch::Tensor> got;
   int64_t peak = 0, hits = 0, misses = 0;
@@ -115,13 +131,10 @@ INSTANTIATE_TEST_SUITE_P(ReadAhead, StreamedGpt, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "On" : "Off"; });
 
 TEST(StreamedWeights, AChangedUnitOrderDropsTheReadAheadAndReadsWhatIsEntered) {
-  torch::manual_seed(4);
-  Gpt whole(small_config());
-  whole->eval();
-  MapReader reader(values_of(whole));
-  Gpt model(small_config(), GptInit::kDeferred);
-  model->eval();
-  unit::StreamedWeights streamed(*model, reader.init(), /*read_ahead=*/true);
+  WholeAndDeferred m(4);
+  Gpt& whole = m.whole;
+  Gpt& model = m.model;
+  unit::StreamedWeights streamed(*model, m.reader.init(), /*read_ahead=*/true);
   torch::NoGradGuard no_grad;
   const auto x = torch::randn({1, 2, 32});
   auto run = [&](std::initializer_list<size_t> order) {
@@ -144,12 +157,9 @@ TEST(StreamedWeights, AChangedUnitOrderDropsTheReadAheadAndReadsWhatIsEntered) {
 }
 
 TEST(StreamedWeights, AFailedReadAheadFailsTheUnitThatNeedsIt) {
-  torch::manual_seed(5);
-  Gpt whole(small_config());
-  whole->eval();
-  MapReader reader(values_of(whole));
-  Gpt model(small_config(), GptInit::kDeferred);
-  model->eval();
+  WholeAndDeferred m(5);
+  MapReader& reader = m.reader;
+  Gpt& model = m.model;
   unit::StreamedWeights streamed(*model, reader.init(), /*read_ahead=*/true);
   cached_logits(model, 0);  // learns the order
   reader.fail_on = "blocks.2.fc.weight";
