@@ -7,6 +7,7 @@
 
 #include "bench_comm.h"
 #include "bench_io.h"
+#include "bench_memory.h"
 #include "command.h"
 #include "zoff/core/error.h"
 #include "zoff/engine/tiered_optimizer_bench.h"
@@ -109,8 +110,9 @@ void add_bench(CLI::App& root, int& exit_code) {
   auto* bench = root.add_subcommand("bench", "measure zoff's kernels against baselines");
   bench->require_subcommand(1);
   add_bench_optim(*bench, exit_code);
-  add_bench_io(*bench, exit_code);    // cmd_bench_io.cpp
-  add_bench_comm(*bench, exit_code);  // cmd_bench_comm.cpp
+  add_bench_io(*bench, exit_code);      // cmd_bench_io.cpp
+  add_bench_comm(*bench, exit_code);    // cmd_bench_comm.cpp
+  add_bench_memory(*bench, exit_code);  // cmd_bench_memory.cpp
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include "zoff/checkpoint/load_module.h"
 #include "zoff/checkpoint/safetensors_reader.h"
 #include "zoff/core/error.h"
+#include "zoff/core/huge_page_tensor.h"
+#include "zoff/core/huge_pages.h"
 #include "zoff/core/limits.h"
 #include "zoff/core/process_memory.h"
 #include "zoff/models/generate.h"
@@ -88,6 +90,16 @@ void retype_placeholders(torch::nn::Module& model, torch::ScalarType dtype) {
   }
 }
 
+// Every token reads every weight once from DRAM: the large ones move to huge pages
+// (huge_page_tensor.h; the small ones stay where they are).
+void hold_on_huge_pages(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) {
+    if (p.nbytes() < kHugePageBytes) continue;
+    p.set_data(empty_on_huge_pages(p.sizes(), p.options().requires_grad(false)).copy_(p));
+  }
+}
+
 bool is_safetensors(const std::string& path) {
   const std::string ext = ".safetensors";
   return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
@@ -121,7 +133,9 @@ std::string generate_from_safetensors(const GenerateArgs& a) {
       if (!unit::is_deferred(item.value())) continue;
       auto t = torch::empty(item.value().sizes(), item.value().options().requires_grad(false));
       values(item.key(), t);
-      item.value().set_data(t.to(compute_dtype(a)));
+      // Every token reads every weight once from DRAM: on huge pages (huge_page_tensor.h).
+      auto held = empty_on_huge_pages(t.sizes(), t.options().dtype(compute_dtype(a)));
+      item.value().set_data(held.copy_(t));
     }
     model->to(compute_dtype(a));  // the few parameters that were never deferred
     return generate_printing(model, a);
@@ -170,6 +184,7 @@ void run_generate(const GenerateArgs& a) {
   models::Gpt model(models::gpt_preset(info.preset.empty() ? "tiny" : info.preset, info.context));
   checkpoint::load_module_from_checkpoint(*model, info.dir);
   model->to(compute_dtype(a));
+  hold_on_huge_pages(*model);
   generate_printing(model, a);
 }
 

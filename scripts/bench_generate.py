@@ -2,10 +2,13 @@
 """Generation speed against its memory bound, in one run.
 
 Writes a gpt PRESET model file with random bf16 weights (generation speed does not depend
-on the values), then alternates, ROUNDS times: `zoff bench optim --json` (its streaming
-probe: the machine's read bandwidth now) and `zoff generate --tokens N` from that file
-(weights in RAM, bf16, KV cache). The bound is one read of the bf16 weights per token:
-bandwidth / (2 bytes * parameters). Prints tokens/s, the bound and their ratio per round.
+on the values), then alternates, ROUNDS times: `zoff bench memory --json` (the machine's
+read bandwidth now: generation reads each weight once per token and writes next to
+nothing), `zoff generate --tokens N` from that file (weights in RAM, bf16, KV cache) and
+`zoff bench optim --json` (the Adam streaming probe's read + write traffic, the figure used
+before `bench memory` existed; reads and writes together move more bytes per second here
+than reads alone). The bound is one read of the bf16 weights per token: read bandwidth /
+(2 bytes * parameters). Prints tokens/s, both bounds and the ratios per round.
 
 --from-disk (root: it empties the page cache) measures streamed generation from the file
 instead: each round drops the page cache and reads the file with fio (O_DIRECT, the disk's
@@ -88,6 +91,16 @@ def bandwidth_gbs():
     return json.loads(out)
 
 
+def read_gbs():
+    """Median GB/s of zoff bench memory's read passes over 1 GiB (past the caches)."""
+    out = subprocess.run([ZOFF, "bench", "memory", "--json"], check=True, capture_output=True,
+                         text=True).stdout
+    try:
+        return json.loads(out)["median_gbs"]
+    except (KeyError, ValueError) as e:
+        sys.exit(f"bench_generate: zoff bench memory --json gave no median_gbs ({e}): {out}")
+
+
 def generate(path, tokens, extra=("--stream-weights", "no")):
     """(seconds of the prompt's forward and first byte, tokens/s after it)."""
     run = subprocess.run([ZOFF, "generate", "--checkpoint", path, "--prompt", "The ",
@@ -150,12 +163,15 @@ def main():
             if a.from_disk:
                 from_disk_round(r, path, a.tokens)
                 continue
-            probe = bandwidth_gbs()
-            gbs = probe_read_gbs(probe)
+            read = read_gbs()
             _, rate = generate(path, a.tokens)
-            bound = gbs * 1e9 / (2 * params)
-            print(f"round {r + 1}: {rate:.2f} tokens/s; read bandwidth {gbs:.1f} GB/s -> bound "
-                  f"{bound:.2f} tokens/s; ratio {rate / bound:.2f}")
+            traffic = probe_read_gbs(bandwidth_gbs())
+            bound = read * 1e9 / (2 * params)
+            traffic_bound = traffic * 1e9 / (2 * params)
+            print(f"round {r + 1}: {rate:.2f} tokens/s; read bandwidth {read:.1f} GB/s "
+                  f"(zoff bench memory) -> bound {bound:.2f} tokens/s, ratio {rate / bound:.2f}; "
+                  f"Adam probe traffic {traffic:.1f} GB/s -> {traffic_bound:.2f} tokens/s, "
+                  f"ratio {rate / traffic_bound:.2f}")
 
 
 def probe_read_gbs(probe):

@@ -39,9 +39,15 @@ Bf16Products from_environment() {
   throw UsageError("ZOFF_BF16_PRODUCTS=" + std::string(s) + ": expected auto, native or widened");
 }
 
+// ZOFF_BF16_PRODUCTS, read once.
+Bf16Products environment_choice() {
+  static const Bf16Products env = from_environment();
+  return env;
+}
+
 bool resolve_auto() {
   static const bool widened = [] {
-    const Bf16Products env = from_environment();
+    const Bf16Products env = environment_choice();
     if (env != Bf16Products::kAuto) return env == Bf16Products::kWidened;
     return !cpu_multiplies_bf16();
   }();
@@ -150,14 +156,31 @@ struct WidenedBaddbmmFn : torch::autograd::Function<WidenedBaddbmmFn> {
 // the weight, e.g. 256 x 2048 bf16 = 1 MiB).
 constexpr int64_t kGemvGrain = 256;
 
-// Products of a few rows without autograd (generation: one position at a time) where bf16
-// is widened: widening the whole weight to fp32 first would move 2 + 4 + 4 bytes per weight
-// for one multiply-add each, so the kernel reads each bf16 weight once instead, with fp32
-// sums rounded once, as the widened GEMM. Contiguous bf16 weight [N, K], x [..., K].
+// Whether few-row products without autograd take zoff's kernel: in every choice but an
+// explicit native one (LibTorch's products, as ZOFF_BF16_PRODUCTS=native promises).
+bool few_row_kernel_enabled() {
+  switch (g_bf16_mode.load()) {
+    case Bf16Products::kNative:
+      return false;
+    case Bf16Products::kWidened:
+      return true;
+    case Bf16Products::kAuto:
+      break;
+  }
+  return environment_choice() != Bf16Products::kNative;
+}
+
+// Products of a few rows without autograd (generation: one position at a time): bound by
+// reading the weight from DRAM, so the kernel reads each bf16 weight once, with fp32 sums
+// rounded once to bf16, asking for the weight's lines ahead of use (gemv_kernels.h). On a
+// CPU with bf16 dot products too, where LibTorch's one-row product (oneDNN) read weights at
+// 26.6 GiB/s against this kernel's 30.0 (bench/bench_gemv.cpp, 2 threads). Widening the whole
+// weight to fp32 first (the widened GEMM) would move 2 + 4 + 4 bytes per weight instead of 2.
+// Contiguous bf16 weight [N, K], x [..., K].
 bool gemv_applies(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   if (torch::GradMode::is_enabled() || !x.is_cpu() || x.scalar_type() != torch::kBFloat16 ||
       w.scalar_type() != torch::kBFloat16 || w.dim() != 2 || !w.is_contiguous() || x.dim() < 1 ||
-      x.size(-1) != w.size(1) || w.size(1) == 0) {
+      x.size(-1) != w.size(1) || w.size(1) == 0 || !w.is_cpu()) {
     return false;
   }
   if (b.defined() && (b.scalar_type() != torch::kBFloat16 || !b.is_contiguous() || b.dim() != 1 ||
@@ -169,12 +192,12 @@ bool gemv_applies(const torch::Tensor& x, const torch::Tensor& w, const torch::T
 
 torch::Tensor gemv_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
   const int64_t N = w.size(0), K = w.size(1);
-  const torch::Tensor rows = x.reshape({-1, K}).to(torch::kFloat32).contiguous();  // [R, K]
-  torch::Tensor y = torch::empty({rows.size(0), N}, rows.options());               // [R, N]
+  const torch::Tensor rows = x.reshape({-1, K}).contiguous();  // bf16 [R, K]
+  torch::Tensor y = torch::empty({rows.size(0), N}, rows.options().dtype(torch::kFloat32));
   const uint16_t* wp = detail::bf16_bits(w);
   const uint16_t* bp = b.defined() ? detail::bf16_bits(b) : nullptr;
-  const float* xp = rows.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
+  const uint16_t* xp = detail::bf16_bits(rows);
+  float* yp = y.data_ptr<float>();  // [R, N]
   const auto R = static_cast<size_t>(rows.size(0));
   at::parallel_for(0, N, kGemvGrain, [&](int64_t n0, int64_t n1) {
     detail::bf16_gemv(wp, xp, bp, R, static_cast<size_t>(N), static_cast<size_t>(K),
@@ -212,8 +235,10 @@ bool widens(const torch::Tensor& operand) {
 
 torch::Tensor widened_linear(const torch::Tensor& x, const torch::Tensor& w,
                              const torch::Tensor& b) {
+  if (x.scalar_type() == torch::kBFloat16 && few_row_kernel_enabled() && gemv_applies(x, w, b)) {
+    return gemv_linear(x, w, b);
+  }
   if (!widens(x)) return torch::linear(x, w, b);
-  if (gemv_applies(x, w, b)) return gemv_linear(x, w, b);
   // A custom function's tensor inputs must be defined: without a bias, x @ w^T.
   return b.defined() ? WidenedLinearFn::apply(x, w, b) : WidenedMatmulFn::apply(x, w.t());
 }

@@ -6,8 +6,11 @@
 
 #include <cstdio>
 #include <limits>
+#include <string>
 
+#include "../../src/models/gemv_kernels.h"
 #include "zoff/models/gpt.h"
+#include "zoff/optim/simd_dispatch.h"
 
 namespace zoff::models::widened_products_test {
 namespace {
@@ -217,13 +220,13 @@ TEST(WidenedProducts, GptLogitsStayCloseToPureFp16) {
 // of the row's largest output, plus fp32 noise.
 constexpr double kGemvBf16Tolerance = 1.0 / 256;
 
-TEST(WidenedProducts, FewRowsWithoutAutogradReadBf16WeightsOnceAndMatchTheFp32Product) {
-  Bf16ProductsGuard widened(Bf16Products::kWidened);
+// Every product shape of the kernel against the fp32 product: K with a SIMD tail (and one
+// below a vector), N not a multiple of the parallel grain, 1..4 rows, with and without a
+// bias, and a leading batch shape.
+void expect_few_row_products_match_fp32(const std::string& label) {
   torch::manual_seed(3);
   torch::NoGradGuard no_grad;
-  // K with a SIMD tail, N not a multiple of the parallel grain, 1..4 rows, with and without
-  // a bias, and a leading batch shape.
-  for (const int64_t K : {37, 64, 515}) {
+  for (const int64_t K : {13, 37, 64, 515, 2048}) {
     const auto w = (torch::randn({300, K}) * 0.1).to(torch::kBFloat16);
     const auto b = torch::randn({300}).to(torch::kBFloat16);
     for (const int64_t rows : {1, 2, 3, 4}) {
@@ -236,16 +239,44 @@ TEST(WidenedProducts, FewRowsWithoutAutogradReadBf16WeightsOnceAndMatchTheFp32Pr
         const auto want = torch::linear(x.to(torch::kFloat32), w.to(torch::kFloat32),
                                         bias ? b.to(torch::kFloat32) : torch::Tensor());
         EXPECT_LE(max_rel(got, want).item<double>(), kGemvBf16Tolerance)
-            << "K " << K << " rows " << rows << " bias " << bias;
+            << label << " K " << K << " rows " << rows << " bias " << bias;
       }
     }
   }
+}
+
+TEST(WidenedProducts, FewRowsWithoutAutogradReadBf16WeightsOnceAndMatchTheFp32Product) {
+  // Widened or automatic (the kernel either way), at the best SIMD level (vdpbf16ps on CPUs
+  // with AVX512-BF16) and held to AVX2 (weights widened to fp32 in the kernel).
+  for (const auto mode : {Bf16Products::kWidened, Bf16Products::kAuto}) {
+    Bf16ProductsGuard guard(mode);
+    for (const auto level : {optim::SimdLevel::kBest, optim::SimdLevel::kAvx2}) {
+      optim::force_simd_level(level);
+      expect_few_row_products_match_fp32(
+          std::string(mode == Bf16Products::kAuto ? "auto " : "widened ") +
+          optim::simd_level_name(level) +
+          (detail::bf16_gemv_uses_dot_products() ? " (vdpbf16ps)" : ""));
+    }
+    optim::force_simd_level(optim::SimdLevel::kBest);
+  }
   // Five rows, or autograd on: the widened GEMM as before (the same fp32 product rounded).
+  Bf16ProductsGuard widened(Bf16Products::kWidened);
   const auto w = torch::randn({8, 16}).to(torch::kBFloat16);
   const auto x = torch::randn({5, 16}).to(torch::kBFloat16);
   EXPECT_TRUE(torch::equal(
       widened_linear(x, w, torch::Tensor()),
       torch::matmul(x.to(torch::kFloat32), w.to(torch::kFloat32).t()).to(torch::kBFloat16)));
+}
+
+// Pinned native, a one-row product is LibTorch's, bit for bit (ZOFF_BF16_PRODUCTS=native).
+TEST(WidenedProducts, NativeSendsFewRowProductsToLibTorch) {
+  Bf16ProductsGuard native(Bf16Products::kNative);
+  torch::manual_seed(4);
+  torch::NoGradGuard no_grad;
+  const auto w = torch::randn({300, 515}).to(torch::kBFloat16);
+  const auto b = torch::randn({300}).to(torch::kBFloat16);
+  const auto x = torch::randn({1, 515}).to(torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(widened_linear(x, w, b), torch::linear(x, w, b)));
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ namespace zoff::models {
 
 enum class Bf16Products {
   kAuto,     // widened unless the CPU has AVX512-BF16 or AMX-BF16 (or ZOFF_BF16_PRODUCTS says)
-  kNative,   // LibTorch's bf16 GEMM
+  kNative,   // LibTorch's bf16 GEMM, few-row products included
   kWidened,  // fp32 GEMM, rounded once
 };
 
@@ -38,8 +38,10 @@ std::string bf16_products_name();
 bool widens(const torch::Tensor& operand);
 
 // x @ w^T + b (ATen's linear; b may be undefined). Without autograd, a bf16 x of at most 4
-// rows and a contiguous bf16 w (generation) go through a kernel that reads each weight once
-// in bf16, with the same fp32 sums rounded once.
+// rows and a contiguous bf16 w (generation) go through zoff's kernel, which reads each
+// weight once in bf16 ahead of use, with fp32 sums rounded once, whether bf16 is widened or
+// not: it reads weights from DRAM faster than LibTorch's one-row product. kNative (or
+// ZOFF_BF16_PRODUCTS=native) sends them to LibTorch too.
 torch::Tensor widened_linear(const torch::Tensor& x, const torch::Tensor& w,
                              const torch::Tensor& b);
 

@@ -60,6 +60,11 @@ void fused_convert(const float* src, size_t n, CopyOut format, uint16_t* out16);
 // arithmetic. The values it writes are meaningless; it exists to measure the memory bound.
 void stream_probe(float* p, const float* g, float* m, float* v, size_t n, uint16_t* out16);
 
+// A read-bandwidth probe: loads every byte of [p, p + bytes) once (a tail under 4 vectors is
+// skipped) and returns the xor of what it read. The traffic of generation's one-row
+// products, which read each weight once per token and write next to nothing.
+uint64_t read_probe(const void* p, size_t bytes);
+
 // Plain scalar references: simple loops that follow LibTorch's operation order.
 // The 16-bit copy of one parameter as the references write it (nothing for kNone).
 void reference_copy_out(float p, CopyOut copy_out, uint16_t* out);
