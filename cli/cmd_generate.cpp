@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -37,7 +38,8 @@ struct GenerateArgs {
   std::string stream = "auto";  // --stream-weights: auto | yes | no
   std::string dtype = "bf16";   // compute dtype: bf16 | fp32
   bool kv_cache = true;
-  bool read_ahead = true;  // streamed: read the next unit while this one computes
+  bool read_ahead = true;       // streamed: read the next unit while this one computes
+  std::string direct = "auto";  // --direct-reads: auto | yes | no
 };
 
 torch::ScalarType compute_dtype(const GenerateArgs& a) {
@@ -105,10 +107,47 @@ bool is_safetensors(const std::string& path) {
   return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
 }
 
+// The model valued whole from the file, its weights on huge pages: every token reads every
+// weight once from DRAM (huge_page_tensor.h).
+std::string generate_held(models::Gpt& model, const unit::ParamInit& values,
+                          const GenerateArgs& a) {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : model->named_parameters()) {
+    if (!unit::is_deferred(item.value())) continue;
+    auto t = torch::empty(item.value().sizes(), item.value().options().requires_grad(false));
+    values(item.key(), t);
+    auto held = empty_on_huge_pages(t.sizes(), t.options().dtype(compute_dtype(a)));
+    item.value().set_data(held.copy_(t));
+  }
+  model->to(compute_dtype(a));  // the few parameters that were never deferred
+  return generate_printing(model, a);
+}
+
+// Each unit read from the file as forward reaches it (and the next one read ahead).
+std::string generate_streamed(models::Gpt& model, const unit::ParamInit& values, bool direct,
+                              const GenerateArgs& a) {
+  retype_placeholders(*model, compute_dtype(a));
+  model->to(compute_dtype(a));  // the few parameters that were never deferred
+  unit::StreamedWeights streamed(*model, values, a.read_ahead);
+  const std::string text = generate_printing(model, a);
+  std::fprintf(stderr,
+               "zoff generate: weights streamed from %s (%s reads): %.1f GB of parameter values "
+               "loaded, at most %.1f MB of them in memory at once; read ahead: %s (%lld "
+               "parameters read ahead and used, %lld unused)\n",
+               a.checkpoint.c_str(), direct ? "direct" : "buffered",
+               static_cast<double>(streamed.read_bytes()) / 1e9,
+               static_cast<double>(streamed.peak_bytes()) / 1e6, a.read_ahead ? "on" : "off",
+               static_cast<long long>(streamed.read_ahead_hits()),
+               static_cast<long long>(streamed.read_ahead_misses()));
+  return text;
+}
+
 // A model file from `zoff train --save-model FILE.safetensors` or `zoff export`: the gpt is
 // rebuilt from its metadata without values, then either valued whole (it fits) or run with
 // each unit read from the file as forward reaches it (--stream-weights; auto: when the
-// fp32 model would take more than half of the available memory).
+// fp32 model would take more than half of the available memory). Streamed reads go around
+// the page cache (--direct-reads; auto: when the file is larger than half the available
+// memory, so the page cache could not keep it from one token to the next anyway).
 std::string generate_from_safetensors(const GenerateArgs& a) {
   checkpoint::SafetensorsFile file(a.checkpoint);
   const auto& meta = file.metadata();
@@ -122,37 +161,18 @@ std::string generate_from_safetensors(const GenerateArgs& a) {
       "'; zoff generate needs a gpt file written by zoff (train --save-model or export)");
   const int64_t context = field("context").empty() ? 0 : std::stoll(field("context"));
   models::Gpt model(models::gpt_preset(field("preset"), context), models::GptInit::kDeferred);
-  const unit::ParamInit values = checkpoint::safetensors_param_init(*model, a.checkpoint);
   const int64_t fp32_bytes = 4 * models::gpt_param_count(model->config());
   const int64_t available = available_memory_bytes();
   const bool stream =
       a.stream == "yes" || (a.stream == "auto" && available > 0 && fp32_bytes > available / 2);
-  if (!stream) {
-    torch::NoGradGuard no_grad;
-    for (const auto& item : model->named_parameters()) {
-      if (!unit::is_deferred(item.value())) continue;
-      auto t = torch::empty(item.value().sizes(), item.value().options().requires_grad(false));
-      values(item.key(), t);
-      // Every token reads every weight once from DRAM: on huge pages (huge_page_tensor.h).
-      auto held = empty_on_huge_pages(t.sizes(), t.options().dtype(compute_dtype(a)));
-      item.value().set_data(held.copy_(t));
-    }
-    model->to(compute_dtype(a));  // the few parameters that were never deferred
-    return generate_printing(model, a);
-  }
-  retype_placeholders(*model, compute_dtype(a));
-  model->to(compute_dtype(a));  // the few parameters that were never deferred
-  unit::StreamedWeights streamed(*model, values, a.read_ahead);
-  const std::string text = generate_printing(model, a);
-  std::fprintf(stderr,
-               "zoff generate: weights streamed from %s: %.1f GB of parameter values loaded, at "
-               "most %.1f MB of them in memory at once; read ahead: %s (%lld parameters read "
-               "ahead and used, %lld unused)\n",
-               a.checkpoint.c_str(), static_cast<double>(streamed.read_bytes()) / 1e9,
-               static_cast<double>(streamed.peak_bytes()) / 1e6, a.read_ahead ? "on" : "off",
-               static_cast<long long>(streamed.read_ahead_hits()),
-               static_cast<long long>(streamed.read_ahead_misses()));
-  return text;
+  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(a.checkpoint));
+  // use_direct_reads() is false where the file system has no O_DIRECT (tmpfs).
+  const bool direct =
+      stream &&
+      (a.direct == "yes" || (a.direct == "auto" && available > 0 && file_bytes > available / 2)) &&
+      file.use_direct_reads();
+  const unit::ParamInit values = checkpoint::safetensors_param_init(*model, a.checkpoint, direct);
+  return stream ? generate_streamed(model, values, direct, a) : generate_held(model, values, a);
 }
 
 void run_generate(const GenerateArgs& a) {
@@ -167,6 +187,8 @@ void run_generate(const GenerateArgs& a) {
                  ": must be in [1, ", kMaxThreads, "] (0 = all cores)");
   ZOFF_CHECK_ARG(a.stream == "auto" || a.stream == "yes" || a.stream == "no", "--stream-weights ",
                  a.stream, ": must be auto, yes or no");
+  ZOFF_CHECK_ARG(a.direct == "auto" || a.direct == "yes" || a.direct == "no", "--direct-reads ",
+                 a.direct, ": must be auto, yes or no");
   ZOFF_CHECK_ARG(a.dtype == "bf16" || a.dtype == "fp32", "--dtype ", a.dtype,
                  ": must be bf16 or fp32");
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -215,6 +237,10 @@ void add_generate(CLI::App& root, int& exit_code) {
   cmd->add_flag("!--no-kv-cache", args->kv_cache,
                 "recompute the whole context for every byte instead of keeping each position's "
                 "keys and values");
+  cmd->add_option("--direct-reads", args->direct,
+                  "streamed weights read around the page cache (O_DIRECT): auto (when the file "
+                  "is larger than half the available memory), yes or no")
+      ->capture_default_str();
   cmd->add_flag("!--no-read-ahead", args->read_ahead,
                 "streamed weights: read each unit only when forward reaches it, instead of "
                 "reading the next one on a reader thread while this one computes");

@@ -12,10 +12,11 @@ than reads alone). The bound is one read of the bf16 weights per token: read ban
 
 --from-disk (root: it empties the page cache) measures streamed generation from the file
 instead: each round drops the page cache and reads the file with fio (O_DIRECT, the disk's
-read bandwidth now), then, with and without read-ahead, drops the page cache and runs
-`zoff generate --stream-weights yes`: its prompt's forward is one pass over the weights
-from the disk (the bound: disk bandwidth / file bytes); the passes after it find the file
-in the page cache when it fits in RAM (printed too).
+read bandwidth now), then drops the page cache and runs `zoff generate --stream-weights
+yes` with direct reads and read-ahead, direct reads without read-ahead, and buffered reads
+with read-ahead: its prompt's forward is one pass over the weights from the disk (the
+bound: disk bandwidth / file bytes); with direct reads every token after it is another
+pass from the disk, buffered ones find what the page cache kept.
 
   scripts/bench_generate.py [--preset 1.3b] [--tokens 64] [--rounds 2] [--dir /var/tmp]
                             [--from-disk]
@@ -137,12 +138,15 @@ def from_disk_round(r, path, tokens):
     bound = gbs * 1e9 / size
     print(f"round {r + 1}: disk read {gbs:.2f} GB/s (fio, O_DIRECT) -> bound {bound:.3f} "
           f"passes/s over the {size / 1e9:.2f} GB file")
-    for label, extra in (("read-ahead", ()), ("no read-ahead", ("--no-read-ahead",))):
+    for label, extra in (("direct reads, read-ahead", ("--direct-reads", "yes")),
+                         ("direct reads, no read-ahead", ("--direct-reads", "yes",
+                                                          "--no-read-ahead")),
+                         ("buffered reads, read-ahead", ("--direct-reads", "no"))):
         drop_page_cache()
-        first, cached = generate(path, tokens, ("--stream-weights", "yes", *extra))
+        first, rate = generate(path, tokens, ("--stream-weights", "yes", *extra))
         print(f"  {label}: first pass (cold: nothing is read ahead before the order is "
               f"learnt) {first:.2f} s = {1 / first / bound:.2f} of the bound; then "
-              f"{cached:.3f} tokens/s = {cached / bound:.2f} of the bound (from the page "
+              f"{rate:.3f} tokens/s = {rate / bound:.2f} of the bound (buffered: from the page "
               f"cache where the file fits in RAM)")
 
 

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -19,6 +21,24 @@ namespace {
 
 // The spec caps the JSON header at 100 MB; a larger length is a damaged or foreign file.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// O_DIRECT wants file offsets, lengths and buffers aligned to the device's logical block
+// (512 B or 4 KiB); 4 KiB serves both. Reads go in chunks of kDirectChunk through a buffer of
+// each reading thread's own (the streamed weights' reader thread and the compute thread).
+constexpr uint64_t kDirectAlign = 4096;
+constexpr uint64_t kDirectChunk = uint64_t{8} << 20;
+
+struct ChunkBuffer {
+  void* data = nullptr;
+  ~ChunkBuffer() { std::free(data); }
+};
+
+char* thread_chunk_buffer() {
+  thread_local ChunkBuffer buffer;
+  if (buffer.data == nullptr) buffer.data = std::aligned_alloc(kDirectAlign, kDirectChunk);
+  ZOFF_CHECK(buffer.data != nullptr, "cannot allocate a ", kDirectChunk, "-byte read buffer");
+  return static_cast<char*>(buffer.data);
+}
 
 SafetensorsFile::Entry parse_entry(const std::string& path, const std::string& name,
                                    const nlohmann::json& j, uint64_t data_bytes) {
@@ -95,7 +115,41 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   }
 }
 
-SafetensorsFile::~SafetensorsFile() { ::close(fd_); }
+SafetensorsFile::~SafetensorsFile() {
+  ::close(fd_);
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+}
+
+bool SafetensorsFile::use_direct_reads() {
+  if (direct_fd_ < 0) direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  return direct_fd_ >= 0;
+}
+
+void SafetensorsFile::read_direct(uint64_t offset, void* out, uint64_t bytes) const {
+  char* chunk = thread_chunk_buffer();
+  auto* dst = static_cast<char*>(out);
+  const uint64_t end = offset + bytes;
+  for (uint64_t pos = offset; pos < end;) {
+    const uint64_t at = pos / kDirectAlign * kDirectAlign;
+    const uint64_t want =
+        std::min(kDirectChunk, (end - at + kDirectAlign - 1) / kDirectAlign * kDirectAlign);
+    ssize_t n = -1;
+    do {
+      n = ::pread(direct_fd_, chunk, want, static_cast<off_t>(at));
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EINVAL) {  // the file system refused this read: buffered instead
+      read_exact(fd_, path_, pos, dst, end - pos);
+      return;
+    }
+    ZOFF_CHECK(n >= 0, "cannot read ", path_, ": ", std::strerror(errno));
+    const uint64_t got_end = at + static_cast<uint64_t>(n);
+    ZOFF_CHECK_ARG(got_end > pos, path_, ": truncated (ends before byte ", end, ")");
+    const uint64_t take = std::min(got_end, end) - pos;
+    std::memcpy(dst, chunk + (pos - at), take);
+    dst += take;
+    pos += take;
+  }
+}
 
 std::vector<std::string> SafetensorsFile::names() const {
   std::set<std::string> all;
@@ -127,7 +181,11 @@ void SafetensorsFile::read_into(const std::string& name, torch::Tensor& out) con
   ZOFF_CHECK_ARG(out.sizes().vec() == e.shape, path_, ": tensor ", name, " is ",
                  torch::IntArrayRef(e.shape), ", the destination is ", out.sizes());
   if (out.is_contiguous() && out.scalar_type() == dtype_from_name(e.dtype)) {
-    read_exact(fd_, path_, data_start_ + e.begin, out.data_ptr(), e.end - e.begin);
+    if (direct_fd_ >= 0 && e.end - e.begin >= kDirectMinBytes) {
+      read_direct(data_start_ + e.begin, out.data_ptr(), e.end - e.begin);
+    } else {
+      read_exact(fd_, path_, data_start_ + e.begin, out.data_ptr(), e.end - e.begin);
+    }
     return;
   }
   torch::NoGradGuard no_grad;
@@ -177,8 +235,10 @@ void load_module_from_safetensors(torch::nn::Module& module, const std::string& 
   for (auto& [name, t] : tensors) file.read_into(name, t);
 }
 
-unit::ParamInit safetensors_param_init(torch::nn::Module& module, const std::string& path) {
+unit::ParamInit safetensors_param_init(torch::nn::Module& module, const std::string& path,
+                                       bool direct_reads) {
   auto file = std::make_shared<SafetensorsFile>(path);
+  if (direct_reads) file->use_direct_reads();  // else (tmpfs) buffered, as without
   check_against_module(*file, named_tensors(module, true, true));
   torch::NoGradGuard no_grad;
   for (auto& [name, t] : named_tensors(module, false, true)) file->read_into(name, t);

@@ -41,20 +41,31 @@ TEST(ModelFile, Stage3OnDiskSavesTheCheckpointsWeightsInBf16AndGenerates) {
     EXPECT_TRUE(torch::equal(got, fp32.read(name).to(torch::kBFloat16))) << name;
   }
 
-  // Streamed or whole, the same text.
-  std::string texts[2];
-  for (int s = 0; s < 2; ++s) {
-    const auto g =
-        run_zoff({"generate", "--checkpoint", dir.file("model.safetensors"), "--prompt", "Hello",
-                  "--tokens", "30", "--seed", "2", "--stream-weights", s == 0 ? "yes" : "no"});
+  // Streamed (buffered or direct reads) or whole, the same text.
+  const std::vector<std::vector<std::string>> ways{
+      {"--stream-weights", "yes"},
+      {"--stream-weights", "no"},
+      {"--stream-weights", "yes", "--direct-reads", "yes"}};
+  std::vector<std::string> texts;
+  for (const auto& way : ways) {
+    std::vector<std::string> args{"generate", "--checkpoint", dir.file("model.safetensors"),
+                                  "--prompt", "Hello",        "--tokens",
+                                  "30",       "--seed",       "2"};
+    args.insert(args.end(), way.begin(), way.end());
+    const auto g = run_zoff(args);
     ASSERT_EQ(g.exit_code, 0) << describe(g);
-    texts[s] = g.out;
-    if (s == 0) {
+    texts.push_back(g.out);
+    if (way[1] == "yes") {
       EXPECT_NE(g.err.find("weights streamed from"), std::string::npos) << g.err;
+      // Direct where the file system allows it (not tmpfs), buffered by default for a file
+      // this small.
+      EXPECT_NE(g.err.find(way.size() > 2 ? "reads)" : "(buffered reads)"), std::string::npos)
+          << g.err;
     }
   }
   EXPECT_EQ(texts[0].size(), 5u + 30u + 1u) << texts[0];
   EXPECT_EQ(texts[0], texts[1]);
+  EXPECT_EQ(texts[0], texts[2]);
 }
 
 TEST(ModelFile, GenerateRefusesWhatItCannotRunInOneLine) {
@@ -71,6 +82,8 @@ TEST(ModelFile, GenerateRefusesWhatItCannotRunInOneLine) {
   const std::vector<Case> cases{
       {{"--checkpoint", dir.file("mlp.safetensors")}, "model 'mlp'"},
       {{"--checkpoint", dir.file("mlp.safetensors"), "--stream-weights", "maybe"}, "maybe"},
+      {{"--checkpoint", dir.file("mlp.safetensors"), "--direct-reads", "always"},
+       "--direct-reads always"},
       {{"--checkpoint", dir.file(""), "--stream-weights", "yes"}, "--stream-weights yes needs"},
   };
   for (const auto& c : cases) {

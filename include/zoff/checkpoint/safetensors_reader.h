@@ -45,9 +45,22 @@ class SafetensorsFile {
   // reader thread), else read and converted. Thread-safe (positioned reads).
   void read_into(const std::string& name, torch::Tensor& out) const;
 
+  // From now on, tensors of at least kDirectMinBytes are read around the page cache
+  // (O_DIRECT, in aligned chunks copied into place), where the file system allows it;
+  // false when it does not (tmpfs), and reads stay buffered. For files read whole once per
+  // pass and larger than the page cache can keep (streamed weights): buffered, every byte
+  // is also copied into the page cache and reclaimed again on the same cores (streamed 13b
+  // from disk: 0.46 GB/s against the disk's 1.13). Call it before reads start.
+  bool use_direct_reads();
+  bool direct_reads() const { return direct_fd_ >= 0; }
+  static constexpr uint64_t kDirectMinBytes = uint64_t{1} << 20;
+
  private:
+  // bytes at `offset` of the file into out, through this thread's aligned chunk buffer.
+  void read_direct(uint64_t offset, void* out, uint64_t bytes) const;
   std::string path_;
   int fd_ = -1;
+  int direct_fd_ = -1;  // the same file opened O_DIRECT, when use_direct_reads() succeeded
   uint64_t data_start_ = 0;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> aliases_;  // second name -> first name
@@ -65,7 +78,9 @@ void load_module_from_safetensors(torch::nn::Module& module, const std::string& 
 // parameters, returns their values as a unit::ParamInit (EngineOptions::param_init) for a
 // module whose parameters are placeholders (unit::defer_parameters): each parameter is
 // read from the file when the engine values its unit. The returned function keeps the
-// file open.
-unit::ParamInit safetensors_param_init(torch::nn::Module& module, const std::string& path);
+// file open. `direct_reads`: the parameters are read around the page cache where the file
+// system allows it (SafetensorsFile::use_direct_reads).
+unit::ParamInit safetensors_param_init(torch::nn::Module& module, const std::string& path,
+                                       bool direct_reads = false);
 
 }  // namespace zoff::checkpoint

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Is the disk tier's I/O hidden? gpt PRESET (default 1.3b) bf16, stage 3, one rank, batch 1:
+# the step with master weights, optimizer states, gradient shards and parameters on disk
+# (offload_optimizer nvme with gradients, offload_param nvme) against the same step with
+# them in RAM (offload_optimizer cpu, parameters in RAM), rounds alternating in one run
+# (this VM's bandwidth swings). Prints per round the median step time after the first two
+# steps, the ratio (issue 47 asks <= 1.15x), the I/O waits the trainer timed, peak RSS and
+# bytes on disk. Run it alone (2 cores).
+#   PRESET=1.3b CONTEXT=256 STEPS=6 ROUNDS=2 bash scripts/bench_io_hidden.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ZOFF="${ZOFF_BUILD_DIR:-build}/zoff"
+PRESET="${PRESET:-1.3b}"
+CONTEXT="${CONTEXT:-256}"
+STEPS="${STEPS:-6}"
+ROUNDS="${ROUNDS:-2}"
+OUT="${OUT:-runs/bench_io_hidden}"
+NVME="${NVME:-/var/tmp/zoff_bench_io_hidden}"
+[[ "$STEPS" -ge 3 ]] || { echo "bench_io_hidden: STEPS=$STEPS: need >= 3 (two are warm-up)" >&2; exit 2; }
+mkdir -p "$OUT"
+trap 'rm -rf "$NVME"' EXIT
+
+# config NAME DEVICE: stage 3, bf16, AdamW with a warmup; DEVICE cpu (all in RAM) or nvme.
+config() {
+  /usr/bin/python3 - "$OUT/$1.json" "$2" "$NVME" <<'PY'
+import json, sys
+path, device, nvme = sys.argv[1:]
+z = {"stage": 3, "sub_group_size": 20000000,
+     "offload_optimizer": {"device": device, "nvme_path": nvme}}
+if device == "nvme":
+    z["offload_optimizer"]["gradients"] = "nvme"
+    z["offload_param"] = {"device": "nvme", "nvme_path": nvme}
+json.dump({"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, "steps_per_print": 1,
+           "optimizer": {"type": "AdamW",
+                         "params": {"lr": 1e-4, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+           "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 2}},
+           "bf16": {"enabled": True}, "zero_optimization": z}, open(path, "w"), indent=1)
+PY
+}
+config ram cpu
+config disk nvme
+
+for round in $(seq 1 "$ROUNDS"); do
+  for variant in ram disk; do
+    tag="${variant}_r$round"
+    cmd=(/usr/bin/time -v "$ZOFF" train --model gpt --preset "$PRESET" --context "$CONTEXT"
+         --seed 1 --steps "$STEPS" --config "$OUT/$variant.json" --log "$OUT/$tag.jsonl")
+    echo "+ ${cmd[*]}"
+    "${cmd[@]}" >"$OUT/$tag.out" 2>"$OUT/$tag.time" || {
+      tail -5 "$OUT/$tag.out" "$OUT/$tag.time"
+      exit 1
+    }
+    rm -rf "$NVME"
+  done
+done
+
+/usr/bin/python3 - "$OUT" "$ROUNDS" "$PRESET" "$CONTEXT" <<'PY'
+import json, re, statistics, sys
+out, rounds, preset, context = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def rows(tag):
+    return [json.loads(l) for l in open(f"{out}/{tag}.jsonl") if '"event"' not in l]
+def step_s(tag):  # median after the first two steps (warm-up); batch 1
+    return statistics.median(1.0 / r["samples_per_s"] for r in rows(tag)[2:])
+def waits(tag):
+    keys = ("io_wait_params", "io_wait_grad_window", "io_wait_optimizer")
+    rs = [r for r in rows(tag)[2:] if "times_ms" in r]
+    return {k: statistics.median(r["times_ms"][k] for r in rs) / 1e3 for k in keys} if rs else {}
+def rss_gib(tag):
+    t = open(f"{out}/{tag}.time").read()
+    return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t)[1]) / 2**20
+print(f"gpt {preset}, context {context}, bf16, stage 3, 1 rank, batch 1")
+for r in range(1, rounds + 1):
+    ram, disk = f"ram_r{r}", f"disk_r{r}"
+    w = waits(disk)
+    wait = sum(w.values())
+    print(f"round {r}: step in RAM {step_s(ram):.2f} s, on disk {step_s(disk):.2f} s = "
+          f"{step_s(disk) / step_s(ram):.3f}x (goal <= 1.15x); disk I/O wait {wait:.2f} s = "
+          f"{wait / step_s(disk):.1%} of its step ("
+          + ", ".join(f"{k[8:]} {v:.2f} s" for k, v in w.items()) + "); peak RSS "
+          f"{rss_gib(ram):.2f} / {rss_gib(disk):.2f} GiB; on disk "
+          f"{rows(disk)[-1]['mem'].get('nvme', {}).get('total', 0) / 1e9:.2f} GB; last loss "
+          f"{rows(ram)[-1]['loss']:.4f} / {rows(disk)[-1]['loss']:.4f}")
+PY
