@@ -146,8 +146,10 @@ std::string generate_streamed(models::Gpt& model, const unit::ParamInit& values,
 // rebuilt from its metadata without values, then either valued whole (it fits) or run with
 // each unit read from the file as forward reaches it (--stream-weights; auto: when the
 // fp32 model would take more than half of the available memory). Streamed reads go around
-// the page cache (--direct-reads; auto: when the file is larger than half the available
-// memory, so the page cache could not keep it from one token to the next anyway).
+// the page cache (--direct-reads; auto: when the file is larger than the available memory,
+// so the page cache could not keep it from one token to the next anyway; a file it can
+// keep is read from the cache after the first token: gpt 6.7b, 12.9 GB, 0.22 tokens/s
+// buffered against 0.06 direct, 2026-11-29).
 std::string generate_from_safetensors(const GenerateArgs& a) {
   checkpoint::SafetensorsFile file(a.checkpoint);
   const auto& meta = file.metadata();
@@ -169,7 +171,7 @@ std::string generate_from_safetensors(const GenerateArgs& a) {
   // use_direct_reads() is false where the file system has no O_DIRECT (tmpfs).
   const bool direct =
       stream &&
-      (a.direct == "yes" || (a.direct == "auto" && available > 0 && file_bytes > available / 2)) &&
+      (a.direct == "yes" || (a.direct == "auto" && available > 0 && file_bytes > available)) &&
       file.use_direct_reads();
   const unit::ParamInit values = checkpoint::safetensors_param_init(*model, a.checkpoint, direct);
   return stream ? generate_streamed(model, values, direct, a) : generate_held(model, values, a);
@@ -239,7 +241,7 @@ void add_generate(CLI::App& root, int& exit_code) {
                 "keys and values");
   cmd->add_option("--direct-reads", args->direct,
                   "streamed weights read around the page cache (O_DIRECT): auto (when the file "
-                  "is larger than half the available memory), yes or no")
+                  "is larger than the available memory), yes or no")
       ->capture_default_str();
   cmd->add_flag("!--no-read-ahead", args->read_ahead,
                 "streamed weights: read each unit only when forward reaches it, instead of "
