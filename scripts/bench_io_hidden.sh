@@ -6,7 +6,8 @@
 # (this VM's bandwidth swings). Prints per round the median step time after the first two
 # steps, the ratio (issue 47 asks <= 1.15x), the I/O waits the trainer timed, peak RSS and
 # bytes on disk. Run it alone (2 cores).
-#   PRESET=1.3b CONTEXT=256 STEPS=6 ROUNDS=2 bash scripts/bench_io_hidden.sh
+# STATES: optimizer.state_dtype of both (fp32, bf16, int8).
+#   PRESET=1.3b CONTEXT=256 STEPS=6 ROUNDS=2 STATES=fp32 bash scripts/bench_io_hidden.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ZOFF="${ZOFF_BUILD_DIR:-build}/zoff"
@@ -14,6 +15,7 @@ PRESET="${PRESET:-1.3b}"
 CONTEXT="${CONTEXT:-256}"
 STEPS="${STEPS:-6}"
 ROUNDS="${ROUNDS:-2}"
+STATES="${STATES:-fp32}"
 OUT="${OUT:-runs/bench_io_hidden}"
 NVME="${NVME:-/var/tmp/zoff_bench_io_hidden}"
 [[ "$STEPS" -ge 3 ]] || { echo "bench_io_hidden: STEPS=$STEPS: need >= 3 (two are warm-up)" >&2; exit 2; }
@@ -22,16 +24,17 @@ trap 'rm -rf "$NVME"' EXIT
 
 # config NAME DEVICE: stage 3, bf16, AdamW with a warmup; DEVICE cpu (all in RAM) or nvme.
 config() {
-  /usr/bin/python3 - "$OUT/$1.json" "$2" "$NVME" <<'PY'
+  /usr/bin/python3 - "$OUT/$1.json" "$2" "$NVME" "$STATES" <<'PY'
 import json, sys
-path, device, nvme = sys.argv[1:]
+path, device, nvme, states = sys.argv[1:]
 z = {"stage": 3, "sub_group_size": 20000000,
      "offload_optimizer": {"device": device, "nvme_path": nvme}}
 if device == "nvme":
     z["offload_optimizer"]["gradients"] = "nvme"
     z["offload_param"] = {"device": "nvme", "nvme_path": nvme}
 json.dump({"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, "steps_per_print": 1,
-           "optimizer": {"type": "AdamW",
+           "wall_clock_breakdown": True,
+           "optimizer": {"type": "AdamW", "state_dtype": states,
                          "params": {"lr": 1e-4, "betas": [0.9, 0.95], "weight_decay": 0.1}},
            "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 2}},
            "bf16": {"enabled": True}, "zero_optimization": z}, open(path, "w"), indent=1)
@@ -54,9 +57,9 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-/usr/bin/python3 - "$OUT" "$ROUNDS" "$PRESET" "$CONTEXT" <<'PY'
+/usr/bin/python3 - "$OUT" "$ROUNDS" "$PRESET" "$CONTEXT" "$STATES" <<'PY'
 import json, re, statistics, sys
-out, rounds, preset, context = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+out, rounds, preset, context, states = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
 def rows(tag):
     return [json.loads(l) for l in open(f"{out}/{tag}.jsonl") if '"event"' not in l]
 def step_s(tag):  # median after the first two steps (warm-up); batch 1
@@ -68,7 +71,7 @@ def waits(tag):
 def rss_gib(tag):
     t = open(f"{out}/{tag}.time").read()
     return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t)[1]) / 2**20
-print(f"gpt {preset}, context {context}, bf16, stage 3, 1 rank, batch 1")
+print(f"gpt {preset}, context {context}, bf16, stage 3, 1 rank, batch 1, {states} states")
 for r in range(1, rounds + 1):
     ram, disk = f"ram_r{r}", f"disk_r{r}"
     w = waits(disk)
