@@ -156,9 +156,10 @@ struct WidenedBaddbmmFn : torch::autograd::Function<WidenedBaddbmmFn> {
 // the weight, e.g. 256 x 2048 bf16 = 1 MiB).
 constexpr int64_t kGemvGrain = 256;
 
-// Whether few-row products without autograd take zoff's kernel: in every choice but an
-// explicit native one (LibTorch's products, as ZOFF_BF16_PRODUCTS=native promises).
-bool few_row_kernel_enabled() {
+// The process-wide choice where it is pinned (kNative: false, kWidened: true), else
+// if_auto().
+template <class IfAuto>
+bool pinned_or(IfAuto if_auto) {
   switch (g_bf16_mode.load()) {
     case Bf16Products::kNative:
       return false;
@@ -167,7 +168,13 @@ bool few_row_kernel_enabled() {
     case Bf16Products::kAuto:
       break;
   }
-  return environment_choice() != Bf16Products::kNative;
+  return if_auto();
+}
+
+// Whether few-row products without autograd take zoff's kernel: in every choice but an
+// explicit native one (LibTorch's products, as ZOFF_BF16_PRODUCTS=native promises).
+bool few_row_kernel_enabled() {
+  return pinned_or([] { return environment_choice() != Bf16Products::kNative; });
 }
 
 // Products of a few rows without autograd (generation: one position at a time): bound by
@@ -212,17 +219,7 @@ torch::Tensor gemv_linear(const torch::Tensor& x, const torch::Tensor& w, const 
 
 void set_bf16_products(Bf16Products mode) { g_bf16_mode.store(mode); }
 
-bool bf16_products_widened() {
-  switch (g_bf16_mode.load()) {
-    case Bf16Products::kNative:
-      return false;
-    case Bf16Products::kWidened:
-      return true;
-    case Bf16Products::kAuto:
-      break;
-  }
-  return resolve_auto();
-}
+bool bf16_products_widened() { return pinned_or(resolve_auto); }
 
 std::string bf16_products_name() { return bf16_products_widened() ? "widened" : "native"; }
 
