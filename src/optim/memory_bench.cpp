@@ -18,7 +18,6 @@
 namespace zoff::optim {
 namespace {
 
-constexpr size_t kLine = 64;
 constexpr size_t kMinBytes = size_t{1} << 20;
 
 struct Unmap {
@@ -26,13 +25,11 @@ struct Unmap {
   void operator()(uint8_t* p) const { unmap_huge_aligned(p, bytes); }
 };
 
-// The pool's slices of [0, bytes): whole cache lines, as equal as they come.
+// The pool's slices of [0, bytes), in bytes: the fused optimizers' split on cache lines
+// (the buffer is 2 MiB-aligned, its size a multiple of 2 MiB, so floats fit it exactly).
 std::vector<size_t> slice_bounds(size_t bytes, int threads) {
-  const size_t lines = bytes / kLine;
-  std::vector<size_t> bounds(static_cast<size_t>(threads) + 1, 0);
-  for (int t = 0; t <= threads; ++t) {
-    bounds[static_cast<size_t>(t)] = lines * static_cast<size_t>(t) / threads * kLine;
-  }
+  auto bounds = split_on_cache_lines(bytes / sizeof(float), threads, 0, 1);
+  for (auto& b : bounds) b *= sizeof(float);
   return bounds;
 }
 
