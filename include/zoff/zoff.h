@@ -22,6 +22,7 @@
 #include "zoff/core/huge_pages.h"
 #include "zoff/core/limits.h"
 #include "zoff/core/output_path.h"
+#include "zoff/core/own_mapping.h"
 #include "zoff/core/process_memory.h"
 #include "zoff/core/round_up.h"
 #include "zoff/core/torch_cuda.h"

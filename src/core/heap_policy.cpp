@@ -1,5 +1,4 @@
-// return_large_frees_to_kernel and keep_freed_memory_for_reuse: glibc's mmap and trim
-// thresholds, fixed.
+// keep_freed_memory_for_reuse: glibc's mmap and trim thresholds, fixed.
 #include "zoff/core/heap_policy.h"
 
 #include <cstdlib>  // defines __GLIBC__ on glibc systems
@@ -13,19 +12,10 @@
 namespace zoff {
 namespace {
 
-constexpr unsigned long kMinThresholdBytes = 64UL << 10;
+constexpr unsigned long kMinThresholdBytes = kHeapMinTrimBytes;
 constexpr unsigned long kMaxThresholdBytes = 1UL << 30;
 
 }  // namespace
-
-void return_large_frees_to_kernel(unsigned long bytes) {
-#if defined(__GLIBC__)
-  // Setting M_MMAP_THRESHOLD also turns glibc's dynamic adjustment off.
-  mallopt(M_MMAP_THRESHOLD, static_cast<int>(bytes));
-#else
-  (void)bytes;
-#endif
-}
 
 void keep_freed_memory_for_reuse(unsigned long mmap_bytes, unsigned long trim_bytes) {
   for (const unsigned long bytes : {mmap_bytes, trim_bytes}) {

@@ -1,6 +1,5 @@
 // make_tier_unit_pieces: stage-3 pieces kept in a tier region (NVMe) and read ahead of use.
 #include <algorithm>
-#include <cstring>
 
 #include "zoff/core/error.h"
 #include "zoff/core/round_up.h"
@@ -60,17 +59,20 @@ class TierUnitPieces final : public UnitPieces {
     const auto& unit = layout_.units()[u];
     ZOFF_CHECK(static_cast<size_t>(unit.shard_offset) * element_bytes_ == filled_,
                "unit pieces: unit ", u, " filled out of order");
-    auto src = piece.contiguous().to(dtype_);
-    const auto* bytes = static_cast<const char*>(src.data_ptr());
-    size_t left = static_cast<size_t>(src.numel()) * element_bytes_;
-    while (left > 0) {
+    // Converted into the staging chunk slice by slice: no temporary the size of the piece
+    // (a whole unit at world 1), which would stay behind in the heap after setup.
+    torch::NoGradGuard no_grad;
+    const auto src = piece.reshape({-1});
+    const int64_t n = src.numel();
+    for (int64_t done = 0; done < n;) {
       const size_t at = filled_ % kFillChunkBytes;
-      const size_t take = std::min(left, kFillChunkBytes - at);
-      std::memcpy(staging_.as<char>() + at, bytes, take);
-      filled_ += take;
-      bytes += take;
-      left -= take;
-      if (at + take == kFillChunkBytes) flush(kFillChunkBytes);
+      const int64_t take =
+          std::min(n - done, static_cast<int64_t>((kFillChunkBytes - at) / element_bytes_));
+      torch::from_blob(staging_.as<char>() + at, {take}, torch::TensorOptions().dtype(dtype_))
+          .copy_(src.narrow(0, done, take));
+      done += take;
+      filled_ += static_cast<size_t>(take) * element_bytes_;
+      if (filled_ % kFillChunkBytes == 0) flush(kFillChunkBytes);
     }
   }
 

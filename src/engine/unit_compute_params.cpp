@@ -32,7 +32,7 @@ class UnitComputeParams final : public ComputeParams {
   }
 
   void fill_unit(size_t u, const torch::Tensor& values, const torch::Tensor& /*mine*/) override {
-    gatherer_->fill_unit(u, values.to(s_.dtype));
+    gatherer_->fill_unit(u, values);  // converted piece by piece: no whole-unit temporary
   }
   void finish_fill(const std::vector<torch::Tensor>& trainable) override {
     gatherer_->finish_fill();

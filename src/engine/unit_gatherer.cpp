@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "zoff/core/error.h"
+#include "zoff/core/own_mapping.h"
 
 namespace zoff::engine {
 namespace {
@@ -16,10 +17,22 @@ void free_storage(const torch::Tensor& t) {
   impl->set_nbytes(0);
 }
 
+size_t bytes_of(const torch::Tensor& t) {
+  return static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+// On the CPU a unit's buffer is a mapping of its own: freed, it leaves RSS at once, and
+// from 2 MiB on its pages fault in 2 MiB at a time (own_mapping.h), while activations keep
+// reusing the heap (heap_policy.h).
+bool own_mapped(const torch::Tensor& t) {
+  return t.device().is_cpu() && bytes_of(t) >= kOwnMappingMinBytes;
+}
+
 void allocate_storage(const torch::Tensor& t) {
   auto* impl = t.storage().unsafeGetStorageImpl();
-  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
-  impl->set_data_ptr_noswap(impl->allocator()->allocate(bytes));
+  const size_t bytes = bytes_of(t);
+  impl->set_data_ptr_noswap(own_mapped(t) ? own_mapping_data_ptr(bytes)
+                                          : impl->allocator()->allocate(bytes));
   impl->set_nbytes(bytes);
 }
 
@@ -39,6 +52,7 @@ UnitGatherer::UnitGatherer(
       options_(options),
       units_(layout.units().size()) {
   ZOFF_CHECK(layout_.sharded(), "stage 3 needs a layout sharded per unit");
+  size_t largest[2] = {0, 0};
   for (size_t u = 0; u < units_.size(); ++u) {
     const auto& lu = layout_.units()[u];
     auto& unit = units_[u];
@@ -47,9 +61,15 @@ UnitGatherer::UnitGatherer(
       slot.offset -= lu.offset;
       unit.slots.push_back(std::move(slot));
     }
-    unit.whole =
-        std::make_unique<partition::FlatBuffer>(unit.slots, lu.padded_numel, dtype, torch::kCPU);
+    // Mapped, not taken from the heap: a unit that starts released is then never touched,
+    // and one freed leaves no hole in the heap (own_mapping.h).
+    unit.whole = std::make_unique<partition::FlatBuffer>(
+        unit.slots, zeros_in_own_mapping(lu.padded_numel, dtype));
     unit.persistent = lu.padded_numel < options_.persistence_threshold;
+    if (!unit.persistent) {
+      largest[1] = std::max(largest[1], unit.whole->bytes());
+      if (largest[1] > largest[0]) std::swap(largest[0], largest[1]);
+    }
     if (options_.start_released && !unit.persistent) {
       free_storage(unit.whole->flat());
       unit.state = State::kReleased;
@@ -58,6 +78,7 @@ UnitGatherer::UnitGatherer(
     }
   }
   peak_live_ = live_;
+  spare_cap_ = largest[0] + largest[1];
 }
 
 UnitGatherer::~UnitGatherer() {
@@ -106,7 +127,7 @@ size_t UnitGatherer::whole_bytes() const {
 void UnitGatherer::gather_async(size_t u) {
   auto& unit = units_[u];
   if (unit.state != State::kReleased) return;
-  allocate_storage(unit.whole->flat());
+  attach_buffer(unit);
   unit.sending = pieces_->get(u);
   unit.work = comm_->all_gather(unit.sending, unit.whole->flat());
   unit.state = State::kGathering;
@@ -142,9 +163,39 @@ void UnitGatherer::release(size_t u) {
     work->wait();  // Gloo still writes into the buffer
     finish_send(u);
   }
-  free_storage(unit.whole->flat());
+  detach_buffer(unit);
   unit.state = State::kReleased;
   live_ -= layout_.units()[u].padded_numel;
+}
+
+// A released unit's buffer: a spare of its size if one is kept, else a new one.
+void UnitGatherer::attach_buffer(Unit& unit) {
+  const auto& flat = unit.whole->flat();
+  const size_t bytes = bytes_of(flat);
+  for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+    if (it->first != bytes) continue;
+    auto* impl = flat.storage().unsafeGetStorageImpl();
+    impl->set_data_ptr_noswap(std::move(it->second));
+    impl->set_nbytes(bytes);
+    spare_bytes_ -= bytes;
+    spare_.erase(it);
+    return;
+  }
+  allocate_storage(flat);
+}
+
+// Keeps the buffer as a spare while they fit in spare_cap_, else frees it.
+void UnitGatherer::detach_buffer(Unit& unit) {
+  const auto& flat = unit.whole->flat();
+  const size_t bytes = bytes_of(flat);
+  if (!own_mapped(flat) || spare_bytes_ + bytes > spare_cap_) {
+    free_storage(flat);
+    return;
+  }
+  auto* impl = flat.storage().unsafeGetStorageImpl();
+  spare_.emplace_back(bytes, impl->set_data_ptr(at::DataPtr(nullptr, flat.device())));
+  impl->set_nbytes(0);
+  spare_bytes_ += bytes;
 }
 
 // Issues gathers for the units after (forward) or before (backward) trace position `pos`,
@@ -283,6 +334,8 @@ void UnitGatherer::end_backward() {
   in_backward_ = false;
   next_ = 0;
   for (size_t u = 0; u < units_.size(); ++u) release(u);
+  spare_.clear();  // the optimizer step runs next: no unit buffer held through it
+  spare_bytes_ = 0;
   if (recording_) finish_first_step();
 }
 

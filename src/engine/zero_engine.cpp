@@ -104,13 +104,14 @@ void ZeroEngine::resolve_placement() {
   compute_dtype_ = placement_.precision == placement::Precision::kBf16   ? torch::kBFloat16
                    : placement_.precision == placement::Precision::kFp16 ? torch::kHalf
                                                                          : torch::kFloat32;
-  // With the parameters on disk peak RSS is what the run is about: units' buffers go back
-  // to the kernel when released. With every model state in memory the step's speed is:
-  // freed activations stay in the heap for the next step (heap_policy.h). A run with only
-  // the optimizer on disk keeps glibc's own policy.
+  // Every step frees and allocates the same activations: they stay in the heap for the next
+  // step (heap_policy.h). What must leave RSS once freed (stage 3's units, the tiers'
+  // buffers) is in mappings of its own (core/own_mapping.h). With the parameters on disk
+  // peak RSS is what the run is about: only blocks below 4 MiB stay in the heap and its
+  // free top goes back at once (heap_policy.h says what each costs).
   if (placement_.params_on_disk()) {
-    return_large_frees_to_kernel();
-  } else if (!placement_.optimizer_on_disk()) {
+    keep_freed_memory_for_reuse(kHeapRssFirstMmapBytes, kHeapMinTrimBytes);
+  } else {
     keep_freed_memory_for_reuse();
   }
 }

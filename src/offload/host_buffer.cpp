@@ -10,6 +10,7 @@
 
 #include "io_error.h"
 #include "zoff/core/error.h"
+#include "zoff/core/own_mapping.h"
 #include "zoff/core/round_up.h"
 
 namespace zoff::offload {
@@ -27,7 +28,11 @@ std::string memlock_limit() {
 
 void HostBuffer::Free::operator()(void* p) const {
   if (locked) munlock(p, capacity);
-  std::free(p);
+  if (mapped) {
+    unmap_own(p, capacity);
+  } else {
+    std::free(p);
+  }
 }
 
 HostBuffer::HostBuffer(size_t bytes, size_t alignment, bool lock) {
@@ -36,12 +41,19 @@ HostBuffer::HostBuffer(size_t bytes, size_t alignment, bool lock) {
   bytes_ = bytes;
   capacity_ = round_up(bytes, alignment);
   if (capacity_ == 0) return;
+  // Large buffers are mappings of their own (zero already), so a freed one leaves RSS at
+  // once whatever malloc's thresholds are (own_mapping.h); small ones come from malloc.
+  const bool mapped = capacity_ >= kOwnMappingMinBytes;
   void* p = nullptr;
-  const int rc = posix_memalign(&p, alignment, capacity_);
-  ZOFF_CHECK(rc == 0 && p != nullptr, "host buffer: cannot allocate ", capacity_,
-             " bytes: ", errno_text(rc));
-  std::memset(p, 0, capacity_);
-  data_ = std::unique_ptr<void, Free>(p, Free{capacity_, false});
+  if (mapped) {
+    p = map_own(capacity_, alignment);
+  } else {
+    const int rc = posix_memalign(&p, alignment, capacity_);
+    ZOFF_CHECK(rc == 0 && p != nullptr, "host buffer: cannot allocate ", capacity_,
+               " bytes: ", errno_text(rc));
+    std::memset(p, 0, capacity_);
+  }
+  data_ = std::unique_ptr<void, Free>(p, Free{capacity_, false, mapped});
   if (lock) {
     if (mlock(p, capacity_) != 0) {
       const int err = errno;

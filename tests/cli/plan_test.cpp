@@ -11,7 +11,7 @@ namespace zoff::cli_test::plan_test {
 namespace {
 
 // The 10% is measured by scripts/bench_planner.sh on gpt small, medium, xl and 6.7b
-// at world 1 (0.956-1.041). This smaller run at world 2 came out at 1.02-1.10 of its
+// at world 1. This smaller run at world 2 came out at 0.95-1.10 of its
 // measured peak (RSS moves by some MB from run to run at this size), so the test guards the
 // planner against drifting, not the figure.
 constexpr double kPlanRssRelTol = 0.15;

@@ -206,6 +206,42 @@ TEST(ZeroEngine, Stage3ReleasesUnitsAfterUseAndBoundsTheLiveParameters) {
   });
 }
 
+// A unit of 256 KiB or more is a mapping of its own; released, its buffer is kept for the
+// next gather of a unit of that size (no fresh pages to fault in), and the spares are
+// dropped once backward ends, before the optimizer step.
+TEST(ZeroEngine, Stage3ReusesReleasedUnitBuffersAndDropsThemAfterBackward) {
+  auto cfg = base_config(3, 1, kGlobal, 1);
+  auto model = make_model(kSeed, /*plain=*/false, /*hidden=*/40000);  // fc1: 1.4 MB of fp32
+  testing::run_ranks(1, [&](dist::CommPtr comm, int) {
+    ZeroEngine engine(model.ptr(), cfg, comm);
+    const auto* g = engine.gatherer();
+    ASSERT_NE(g, nullptr);
+    for (int s = 0; s < 2; ++s) {
+      auto [x, y] = global_batch(s, kGlobal);
+      engine.backward(torch::mse_loss(model(x), y));
+      EXPECT_EQ(g->spare_bytes(), 0u) << "step " << s;
+      engine.step();
+    }
+    const void* first = nullptr;
+    torch::Tensor seen;
+    zoff::with_unit(*model->fc1, [&] {
+      first = model->fc1->weight.data_ptr();
+      seen = model->fc1->weight.clone();
+      return torch::Tensor();
+    });
+    const size_t fc1_bytes = static_cast<size_t>(40000 * 8 + 40000) * sizeof(float);
+    EXPECT_EQ(g->spare_bytes(), fc1_bytes);
+    zoff::with_unit(*model->fc1, [&] {
+      EXPECT_EQ(model->fc1->weight.data_ptr(), first) << "a fresh buffer, not the spare";
+      EXPECT_TRUE(torch::equal(model->fc1->weight, seen));
+      return torch::Tensor();
+    });
+    auto [x, y] = global_batch(2, kGlobal);
+    engine.backward(torch::mse_loss(model(x), y));
+    EXPECT_EQ(g->spare_bytes(), 0u);
+  });
+}
+
 TEST(ZeroEngine, StepTimesCoverEachPhaseOfEveryStageAndResetEachStep) {
   for (int stage : {0, 1, 2, 3}) {
     const int world = 2;

@@ -1,27 +1,26 @@
-// How freed host memory goes back to the kernel: at once, for runs whose peak RSS is the
-// limit, or kept for reuse, for runs whose speed is.
+// Freed heap memory kept for the next step instead of handed back to the kernel.
 #pragma once
 
 namespace zoff {
 
-// glibc raises its mmap threshold each time a large mmapped block is freed (up to 32 MiB on
-// 64-bit), after which blocks of that size come from the heap, where freed ones stay
-// resident between small live chunks. A stage-3 run that gathers and releases units of
-// tens of MiB then holds RSS for several of them (measured: gpt medium, everything on
-// disk, 868 MB peak instead of 586 MB). This pins the threshold at `bytes`, so every larger
-// block is its own mapping, returned to the kernel when freed. Process-wide and permanent;
-// a no-op without glibc. Costs a page-fault pass per large allocation.
-void return_large_frees_to_kernel(unsigned long bytes = 256UL << 10);
-
-// The opposite, for runs whose model states are in memory: every step allocates and frees
-// the same activations, and glibc hands the free top of its heap back to the kernel between
-// steps, so the next step faults the pages in again (gpt small, bf16, stage 2, 2 ranks:
+// Every training step allocates and frees the same activations, and glibc hands the free top
+// of its heap back to the kernel between steps (and maps blocks above its threshold afresh
+// each time), so the next step faults the pages in again (gpt small, bf16, stage 2, 2 ranks:
 // ~4,700 page faults per rank per step). This takes blocks up to `mmap_bytes` from the
 // heap and keeps up to `trim_bytes` of free heap top for the next step: no faults in the
 // steady state, the same peak RSS (768 vs 766 MB measured), and RSS stays at that peak
-// between steps. Process-wide and permanent; a no-op without glibc. Throws
-// zoff::UsageError naming a size outside [64 KiB, 1 GiB].
-void keep_freed_memory_for_reuse(unsigned long mmap_bytes = 32UL << 20,
-                                 unsigned long trim_bytes = 128UL << 20);
+// between steps. Buffers that must leave RSS when freed (stage 3's units, the tiers'
+// staging) do not come from the heap at all (core/own_mapping.h). Process-wide and
+// permanent; a no-op without glibc. Throws zoff::UsageError naming a size outside
+// [64 KiB, 1 GiB].
+inline constexpr unsigned long kHeapReuseMmapBytes = 32UL << 20;
+inline constexpr unsigned long kHeapReuseTrimBytes = 128UL << 20;
+inline constexpr unsigned long kHeapMinTrimBytes = 64UL << 10;
+// For runs whose peak RSS is the point (parameters on disk): blocks of 4 MiB or more are
+// mapped afresh each step, and the free top of the heap trimmed at once (what 1, 4 and 32
+// MiB cost in speed and peak RSS: docs/cpp_api.md, "Heap policy").
+inline constexpr unsigned long kHeapRssFirstMmapBytes = 4UL << 20;
+void keep_freed_memory_for_reuse(unsigned long mmap_bytes = kHeapReuseMmapBytes,
+                                 unsigned long trim_bytes = kHeapReuseTrimBytes);
 
 }  // namespace zoff

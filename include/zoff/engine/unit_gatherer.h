@@ -91,6 +91,9 @@ class UnitGatherer final : public unit::UnitHooks {
   int64_t peak_live_elems() const { return peak_live_; }
   // Bytes of whole units now (persistent ones included).
   size_t whole_bytes() const;
+  // Bytes of released units' buffers kept for reuse (never more than two of the largest
+  // units that are not persistent; none after backward).
+  size_t spare_bytes() const { return spare_bytes_; }
   // Counts each unit entering forward and each unit done with backward (may be null).
   void set_meter(StepMeter* meter) { meter_ = meter; }
   size_t unit_count() const { return units_.size(); }
@@ -119,6 +122,8 @@ class UnitGatherer final : public unit::UnitHooks {
   void prefetch_backward(size_t u);
   void prefetch(size_t u);
   void finish_first_step();
+  void attach_buffer(Unit& unit);
+  void detach_buffer(Unit& unit);
 
   const partition::ModelLayout& layout_;
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units_;
@@ -133,6 +138,12 @@ class UnitGatherer final : public unit::UnitHooks {
   size_t cursor_ = 0;  // trace position reached by backward
   int64_t live_ = 0;
   int64_t peak_live_ = 0;
+  // Buffers of released units kept for the next gather of a unit of the same size (a fresh
+  // mapping faults its pages in again), at most spare_cap_ bytes, dropped at the end of
+  // backward so the optimizer step does not hold them.
+  std::vector<std::pair<size_t, at::DataPtr>> spare_;
+  size_t spare_bytes_ = 0;
+  size_t spare_cap_ = 0;  // two of the largest units that are not persistent
   StepMeter* meter_ = nullptr;
   std::recursive_mutex mutex_;
 };

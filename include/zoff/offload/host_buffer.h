@@ -11,7 +11,8 @@ namespace zoff::offload {
 // padded tail never runs past the end. Zero-filled. With `lock`, the pages are locked in
 // RAM (mlock: "pinned" on a machine without a GPU driver); a refusal (RLIMIT_MEMLOCK)
 // throws zoff::Error naming the size and the limit. Throws zoff::Error naming the size
-// when the allocation fails.
+// when the allocation fails. From kOwnMappingMinBytes on, the block is a mapping of its own
+// (core/own_mapping.h): freed, it leaves RSS at once, and it is never a piece of the heap.
 class HostBuffer {
  public:
   HostBuffer() = default;
@@ -33,11 +34,12 @@ class HostBuffer {
   struct Free {
     size_t capacity = 0;
     bool locked = false;
+    bool mapped = false;  // map_own's, else malloc's
     void operator()(void* p) const;
   };
   // Built from an explicit deleter: unique_ptr cannot default-construct a deleter whose own
   // member initializers are not usable yet inside this class.
-  std::unique_ptr<void, Free> data_{nullptr, Free{0, false}};
+  std::unique_ptr<void, Free> data_{nullptr, Free{0, false, false}};
   size_t bytes_ = 0;
   size_t capacity_ = 0;
   bool locked_ = false;
