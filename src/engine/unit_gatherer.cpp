@@ -28,6 +28,14 @@ bool own_mapped(const torch::Tensor& t) {
   return t.device().is_cpu() && bytes_of(t) >= kOwnMappingMinBytes;
 }
 
+// A unit's buffer at setup: zero, and untouched while the unit starts released (so no RSS);
+// small ones from the allocator.
+torch::Tensor new_unit_buffer(int64_t numel, torch::ScalarType dtype) {
+  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  return bytes >= kOwnMappingMinBytes ? zeros_in_own_mapping(numel, dtype)
+                                      : torch::zeros({numel}, torch::TensorOptions().dtype(dtype));
+}
+
 void allocate_storage(const torch::Tensor& t) {
   auto* impl = t.storage().unsafeGetStorageImpl();
   const size_t bytes = bytes_of(t);
@@ -61,10 +69,10 @@ UnitGatherer::UnitGatherer(
       slot.offset -= lu.offset;
       unit.slots.push_back(std::move(slot));
     }
-    // Mapped, not taken from the heap: a unit that starts released is then never touched,
-    // and one freed leaves no hole in the heap (own_mapping.h).
-    unit.whole = std::make_unique<partition::FlatBuffer>(
-        unit.slots, zeros_in_own_mapping(lu.padded_numel, dtype));
+    // Large units mapped, not taken from the heap: one that starts released is then never
+    // touched, and one freed leaves no hole in the heap (own_mapping.h).
+    unit.whole = std::make_unique<partition::FlatBuffer>(unit.slots,
+                                                         new_unit_buffer(lu.padded_numel, dtype));
     unit.persistent = lu.padded_numel < options_.persistence_threshold;
     if (!unit.persistent) {
       largest[1] = std::max(largest[1], unit.whole->bytes());
