@@ -5,20 +5,19 @@
 
 #include "zoff/core/error.h"
 #include "zoff/core/huge_pages.h"
-#include "zoff/core/round_up.h"
+#include "zoff/core/own_mapping.h"
 
 namespace zoff {
 
 torch::Tensor empty_on_huge_pages(at::IntArrayRef sizes, const torch::TensorOptions& options) {
   ZOFF_CHECK(options.device().is_cpu(), "empty_on_huge_pages: device ", options.device(),
              " is not the CPU");
-  const size_t bytes = static_cast<size_t>(c10::multiply_integers(sizes)) *
-                       c10::elementSize(options.dtype().toScalarType());
-  if (bytes < kHugePageBytes) return torch::empty(sizes, options);
-  const size_t mapped = round_up(bytes, kHugePageBytes);
-  void* data = map_huge_aligned(mapped);
-  return torch::from_blob(
-      data, sizes, [mapped](void* p) { unmap_huge_aligned(p, mapped); }, options);
+  const int64_t numel = c10::multiply_integers(sizes);
+  const auto dtype = options.dtype().toScalarType();
+  if (static_cast<size_t>(numel) * c10::elementSize(dtype) < kHugePageBytes) {
+    return torch::empty(sizes, options);
+  }
+  return zeros_in_own_mapping(numel, dtype).view(sizes);  // 2 MiB-aligned, THP-advised
 }
 
 }  // namespace zoff

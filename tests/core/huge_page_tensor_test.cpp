@@ -13,7 +13,7 @@ namespace zoff::huge_page_tensor_test {
 namespace {
 
 TEST(HugePageTensor, LargeTensorsStartOnA2MiBBoundaryAndHoldTheirValues) {
-  // 3 MiB of bf16 (not a multiple of 2 MiB: the mapping is rounded up, the tensor is not).
+  // 3 MiB of bf16 (not a multiple of 2 MiB: the last partial block keeps 4 KiB pages).
   const auto t = empty_on_huge_pages({3, 1 << 19}, torch::kBFloat16);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % kHugePageBytes, 0u);
   EXPECT_EQ(t.sizes(), (std::vector<int64_t>{3, 1 << 19}));
