@@ -44,6 +44,7 @@ class TieredMasterStore : public MasterStore {
   void grads_final(size_t offset, size_t n) override { tiered_->grads_final(offset, n); }
   void finish_step() override { tiered_->finish_step(); }
   void abandon_step() override { tiered_->abandon_step(); }
+  void prefetch_step() override { tiered_->prefetch(); }
   double take_grads(size_t offset, const float* piece, size_t n, bool first,
                     int divide_by) override {
     return tiered_->accumulate_grads(offset, piece, n, first, divide_by);

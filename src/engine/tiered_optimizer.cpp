@@ -139,6 +139,7 @@ void TieredOptimizer::fill_states() {
 
 void TieredOptimizer::append_master(size_t offset, const float* values, size_t n) {
   ZOFF_CHECK(!job_.active, "tiered optimizer: append_master during a step");
+  discard_prefetch();
   ZOFF_CHECK(offset == appended_, "tiered optimizer: master elements appended at ", offset,
              ", expected ", appended_, " (out of order)");
   ZOFF_CHECK(appended_ + n <= numel_, "tiered optimizer: ", appended_ + n,
@@ -170,13 +171,25 @@ void TieredOptimizer::finish_master() {
 }
 
 void TieredOptimizer::issue_read(size_t g, Slot& slot) {
-  {
-    ScopedWait wait(meter_, StepMeter::Wait::kOptimizer);
-    slot.wait();  // the write-back of the sub-group that used these buffers before
+  if (slot.prefetched != g) {
+    {
+      ScopedWait wait(meter_, StepMeter::Wait::kOptimizer);
+      slot.wait();  // the write-back of the sub-group that used these buffers before
+    }
+    issue_state_reads(g, slot);
   }
+  slot.prefetched = Slot::kNone;
+  if (grads_region_) {
+    const uint64_t offset = g * static_cast<uint64_t>(group_) * sizeof(float);
+    slot.pending.push_back(
+        grads_region_->read(offset, slot.grads.data(), group_size(g) * sizeof(float)));
+  }
+}
+
+// Sub-group g's master (or extensions and copy) and states: everything of it the step reads
+// but its gradients, which backward may still be writing.
+void TieredOptimizer::issue_state_reads(size_t g, Slot& slot) {
   slot.group = g;
-  const uint64_t offset = g * static_cast<uint64_t>(group_) * sizeof(float);
-  const size_t bytes = group_size(g) * sizeof(float);
   for (size_t r = 0; r < regions_.size(); ++r) {
     slot.pending.push_back(regions_[r]->read(region_offset(r, g), region_buffer(slot, r),
                                              group_size(g) * stored_bytes(r)));
@@ -185,8 +198,31 @@ void TieredOptimizer::issue_read(size_t g, Slot& slot) {
     slot.pending.push_back(out_region_->read(g * static_cast<uint64_t>(group_) * out_bytes_,
                                              slot.out.data(), group_size(g) * out_bytes_));
   }
-  if (grads_region_) {
-    slot.pending.push_back(grads_region_->read(offset, slot.grads.data(), bytes));
+}
+
+void TieredOptimizer::prefetch() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ZOFF_CHECK(!job_.active && !running_, "tiered optimizer: prefetch during a step");
+  }
+  // The k-th read of a step uses slot k % slots, and a step that is not overlapped reads
+  // sub-groups in order: sub-group g < slots goes to slot g.
+  const size_t n = std::min(groups(), slots_.size());
+  for (size_t g = 0; g < n; ++g) {
+    Slot& slot = *slots_[g];
+    if (slot.prefetched == g) continue;  // still there (a step skipped since)
+    slot.wait();
+    issue_state_reads(g, slot);
+    slot.prefetched = g;
+  }
+}
+
+// What the slots hold is about to change (a range copy, the master's setup) or what was
+// read ahead may be stale (a region rewritten): the reads in flight finish, nothing is kept.
+void TieredOptimizer::discard_prefetch() {
+  for (auto& slot : slots_) {
+    slot->wait();
+    slot->prefetched = Slot::kNone;
   }
 }
 
@@ -267,6 +303,7 @@ void TieredOptimizer::set_output_region(offload::TierRegion* region, size_t elem
              numel_, " elements");
   ZOFF_CHECK(!split_ || region == nullptr || element_bytes == 2,
              "tiered optimizer: the split master's copy is bf16, not ", element_bytes, " bytes");
+  discard_prefetch();
   out_region_ = region;
   out_bytes_ = element_bytes;
   for (auto& slot : slots_) {
@@ -347,6 +384,7 @@ void TieredOptimizer::abandon_step() {
     submitted_.assign(submitted_.size(), true);  // close_and_wait() adds nothing
   }
   const bool done = close_and_wait();
+  if (done) discard_prefetch();
   optimizer_.abort_step();
   grad_scale_ = 1.0;
   ZOFF_CHECK(done, "tiered optimizer: an abandoned step did not stop within ", timeout_.count(),
@@ -508,7 +546,10 @@ void TieredOptimizer::worker_loop() {
       std::lock_guard<std::mutex> lock(mutex_);
       error_ = std::current_exception();
       queue_.clear();
-      for (auto& slot : slots_) slot->pending.clear();  // IoRequest's destructor waits
+      for (auto& slot : slots_) {
+        slot->pending.clear();  // IoRequest's destructor waits
+        slot->prefetched = Slot::kNone;
+      }
     }
     std::lock_guard<std::mutex> lock(mutex_);
     running_ = false;

@@ -20,7 +20,11 @@ struct TieredOptimizer::Slot {
   offload::HostBuffer ext;                   // split master: the extensions (buffers[0]: fp32)
   offload::HostBuffer grads;                 // the sub-group's gradients, grads_in_tier only
   std::vector<offload::IoRequest> pending;
-  size_t group = static_cast<size_t>(-1);
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  size_t group = kNone;
+  // The sub-group whose master and states prefetch() read into these buffers for the next
+  // step (kNone: nothing read ahead).
+  size_t prefetched = kNone;
   void wait() {
     for (auto& r : pending) r.wait();
     pending.clear();
@@ -43,6 +47,7 @@ void TieredOptimizer::stream_range(size_t region, size_t offset, size_t n, bool 
   ZOFF_CHECK(offset + n <= numel_, "tiered optimizer: range [", offset, ", ", offset + n,
              ") is outside ", numel_, " elements");
   ZOFF_CHECK(!job_.active, "tiered optimizer: region ", region, " copied during a step");
+  discard_prefetch();
   // The master's buffer holds a sub-group of fp32, so of any stored state too.
   auto* buf = slots_.front()->buffers.front().as<char>();
   const size_t elem = stored_bytes(region);

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "zoff/config/lr_schedule.h"
+#include "zoff/core/block_cache.h"
 #include "zoff/core/error.h"
 #include "zoff/core/heap_policy.h"
 #include "zoff/core/process_memory.h"
@@ -108,9 +109,11 @@ void ZeroEngine::resolve_placement() {
   // step (heap_policy.h). What must leave RSS once freed (stage 3's units, the tiers'
   // buffers) is in mappings of its own (core/own_mapping.h). With the parameters on disk
   // peak RSS is what the run is about: only blocks below 4 MiB stay in the heap and its
-  // free top goes back at once (heap_policy.h says what each costs).
+  // free top goes back at once (heap_policy.h says what each costs); larger tensors are
+  // mappings of which at most kStepBlockCacheBytes are kept for reuse (block_cache.h).
   if (placement_.params_on_disk()) {
     keep_freed_memory_for_reuse(kHeapRssFirstMmapBytes, kHeapMinTrimBytes);
+    large_block_cache().configure(kHeapRssFirstMmapBytes, kStepBlockCacheBytes);
   } else {
     keep_freed_memory_for_reuse();
   }
@@ -248,6 +251,8 @@ void ZeroEngine::backward(const torch::Tensor& loss) {
     // The disk step overlaps this backward: the lr of this step is known already.
     sink_->begin_step(config::lr_at(config_.scheduler, config_.optimizer.lr, applied_),
                       params_->step_output());
+  } else if (boundary && !delayed_) {
+    store_->prefetch_step();  // a disk store reads the step's first sub-groups meanwhile
   }
   meter_.sample_before_backward();
   reducer_->begin_backward(boundary);

@@ -6,11 +6,14 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "offload/offload_test_support.h"
@@ -63,7 +66,10 @@ Outcome in_memory(const optim::OptimizerOptions& o) {
   return r;
 }
 
-Outcome tiered(offload::Tier& tier, const optim::OptimizerOptions& o, int64_t buffer_count) {
+// `prefetch`: each step's first sub-groups read ahead first (twice before the first step,
+// as when an fp16 step was skipped in between).
+Outcome tiered(offload::Tier& tier, const optim::OptimizerOptions& o, int64_t buffer_count,
+               bool prefetch = false) {
   TieredOptimizer opt(tier, o, 1, kNumel, {kSubGroup, buffer_count});
   Outcome r{randn(kNumel, 1), std::vector<uint16_t>(kNumel), {}};
   opt.append_master(0, r.params.data(), 5);  // in pieces of odd sizes, as units come
@@ -71,6 +77,8 @@ Outcome tiered(offload::Tier& tier, const optim::OptimizerOptions& o, int64_t bu
   opt.finish_master();
   for (int s = 0; s < kSteps; ++s) {
     auto g = randn(kNumel, 100 + s);
+    if (prefetch) opt.prefetch();
+    if (prefetch && s == 0) opt.prefetch();
     opt.step(g.data(), 1e-2 * (s + 1), optim::CopyOut::kBf16, r.out16.data(), nullptr);
   }
   EXPECT_EQ(opt.optimizer().step_count(), kSteps);
@@ -249,6 +257,94 @@ TEST(TieredOptimizer, RangesOfAnyOffsetAndSizeRoundTrip) {
     opt.read(2, 0, 2047, head.data());  // untouched by the patch
     EXPECT_EQ(zeros, head);
   }
+}
+
+TEST(TieredOptimizer, PrefetchedStepsAreBitwiseTheInMemorySteps) {
+  const auto o = options_for("adamw");
+  const Outcome want = in_memory(o);
+  ScratchDir dir;
+  for (int64_t slots : {1, 3, 8}) {  // fewer, as many as and more slots than sub-groups
+    SCOPED_TRACE("slots = " + std::to_string(slots));
+    auto tier = offload::make_nvme_tier(dir.path(), "pre" + std::to_string(slots), {});
+    expect_same(want, tiered(*tier, o, slots * 3, /*prefetch=*/true));
+  }
+  auto host = offload::make_host_tier(false);
+  expect_same(want, tiered(*host, o, 0, /*prefetch=*/true));
+}
+
+// prefetch() reads the first `slots` sub-groups' master before any step, and the step does
+// not read them again: the master's file is read once in all. (The reads are issued from
+// the tier's I/O thread, so they are counted, not ordered.)
+TEST(TieredOptimizer, PrefetchReadsAheadAndTheStepDoesNotReadItAgain) {
+  ScratchDir dir;
+  auto tier = offload::make_nvme_tier(dir.path(), "ahead", {});
+  TieredOptimizer opt(*tier, options_for("adamw"), 1, kNumel, {kSubGroup, 0});  // 3 slots
+  auto values = randn(kNumel, 1);
+  opt.append_master(0, values.data(), kNumel);
+  opt.finish_master();
+  ASSERT_EQ(opt.groups(), 5u);
+  ASSERT_EQ(opt.slots(), 3);
+  const uint64_t ahead_bytes = 3 * kSubGroup * sizeof(float);
+  std::atomic<uint64_t> early{0}, late{0};  // master bytes read below / from sub-group 3
+  offload::set_io_fault_hook(
+      [&](offload::IoOp op, const std::string& path, uint64_t offset, size_t bytes) -> int64_t {
+        if (op == offload::IoOp::kRead && path.find("master") != std::string::npos) {
+          (offset < ahead_bytes ? early : late) += bytes;
+        }
+        return 0;
+      });
+  opt.prefetch();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (early.load() < ahead_bytes && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(early.load(), ahead_bytes);  // read ahead, before any step
+  EXPECT_EQ(late.load(), 0u);
+  auto g = randn(kNumel, 2);
+  opt.step(g.data(), 1e-2, optim::CopyOut::kNone, nullptr, nullptr);
+  offload::set_io_fault_hook({});
+  EXPECT_EQ(early.load(), ahead_bytes);  // not again
+  EXPECT_GE(late.load(), (kNumel - 3 * kSubGroup) * sizeof(float));
+}
+
+// A range written between the read-ahead and the step (a checkpoint loaded) is what the
+// step updates, not the stale copy read before it.
+TEST(TieredOptimizer, AWriteAfterAPrefetchIsWhatTheStepUpdates) {
+  const auto o = options_for("adamw");
+  ScratchDir dir;
+  std::vector<std::vector<float>> got;
+  for (bool prefetch : {false, true}) {
+    auto tier = offload::make_nvme_tier(dir.path(), prefetch ? "stale" : "plain", {});
+    TieredOptimizer opt(*tier, o, 1, kNumel, {kSubGroup, 0});
+    auto values = randn(kNumel, 1);
+    opt.append_master(0, values.data(), kNumel);
+    opt.finish_master();
+    if (prefetch) opt.prefetch();
+    auto patch = randn(kNumel, 3);
+    opt.write(0, 0, kNumel, patch.data());
+    opt.write(1, 100, 3000, patch.data());
+    auto g = randn(kNumel, 2);
+    opt.step(g.data(), 1e-2, optim::CopyOut::kNone, nullptr, nullptr);
+    got.emplace_back(kNumel);
+    opt.read(0, 0, kNumel, got.back().data());
+    got.emplace_back(kNumel);
+    opt.read(1, 0, kNumel, got.back().data());
+  }
+  EXPECT_EQ(got[0], got[2]);  // master
+  EXPECT_EQ(got[1], got[3]);  // exp_avg
+}
+
+TEST(TieredOptimizer, PrefetchDuringAStepIsRefused) {
+  auto tier = offload::make_host_tier(false);
+  TieredOptimizer opt(*tier, options_for("adamw"), 1, kNumel, {kSubGroup, 0});
+  auto values = randn(kNumel, 1);
+  opt.append_master(0, values.data(), kNumel);
+  opt.finish_master();
+  auto g = randn(kNumel, 2);
+  opt.begin_step(g.data(), 1e-2, optim::CopyOut::kNone, nullptr, nullptr);
+  EXPECT_THROW(opt.prefetch(), Error);
+  opt.finish_step();
+  EXPECT_EQ(opt.optimizer().step_count(), 1);
 }
 
 TEST(TieredOptimizer, TooFewBuffersAreRefusedNamingTheKey) {

@@ -96,6 +96,9 @@ class MasterStore {
   virtual void grads_final(size_t offset, size_t n);
   virtual void finish_step();
   virtual void abandon_step();
+  // Before a step that is not overlapped (as its last backward begins): a disk store reads
+  // what the step starts with meanwhile (TieredOptimizer::prefetch); others do nothing.
+  virtual void prefetch_step() {}
 
   // Gradients the store keeps itself (on disk, or streamed into the step): adds a reduced
   // piece, divided by `divide_by`, and returns the squares of the results. See

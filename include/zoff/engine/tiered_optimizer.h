@@ -105,6 +105,12 @@ class TieredOptimizer {
   // of whose elements are now final. Ranges of one step must not overlap.
   void grads_final(size_t offset, size_t n);
   void finish_step();
+  // Between steps: reads the master and states of the sub-groups the next step starts with
+  // (as many as there are slots) into the step's buffers now, so that a step begun later
+  // (step(), or begin_step() with sub-groups submitted in order) finds them there; called
+  // as backward begins, the reads overlap it. Gradients are read by the step itself. Range
+  // copies (read(), write()), append_master() and set_output_region() discard what was read.
+  void prefetch();
 
   // grads_in_tier: adds `piece` (n fp32 values, a reduced bucket's shard range) into the
   // gradient region at element `offset` (read, add, write back, in aligned windows), or
@@ -185,6 +191,8 @@ class TieredOptimizer {
   size_t group_size(size_t g) const;
   uint64_t region_offset(size_t region, size_t g) const;
   void issue_read(size_t g, Slot& slot);
+  void issue_state_reads(size_t g, Slot& slot);
+  void discard_prefetch();
   void update(size_t g, Slot& slot);
   void issue_write(size_t g, Slot& slot);
   void wait_all();
