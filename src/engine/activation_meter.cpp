@@ -1,5 +1,4 @@
-// ActivationMeter: a counting wrapper around LibTorch's default CPU allocator (large blocks
-// from the process's BlockCache when the engine's heap policy turned it on).
+// ActivationMeter: a counting wrapper around LibTorch's default CPU allocator.
 #include "zoff/engine/activation_meter.h"
 
 #include <c10/core/CPUAllocator.h>
@@ -9,8 +8,6 @@
 #include <cstring>
 #include <mutex>
 
-#include "zoff/core/block_cache.h"
-
 namespace zoff::engine {
 namespace {
 
@@ -18,37 +15,25 @@ std::atomic<int64_t> g_live{0};
 c10::Allocator* g_base = nullptr;
 c10::DeleterFnPtr g_base_delete = nullptr;
 
-// Each block starts with a header holding its size and where it came from, so the deleter,
-// which gets only the data pointer (LibTorch's raw_allocate contract: context == data), can
-// un-count it and hand it back. 64 bytes keep the data as aligned as the base allocator's.
+// Each block starts with a header holding its size, so the deleter, which gets only the
+// data pointer (LibTorch's raw_allocate contract: context == data), can un-count it. 64
+// bytes keep the data as aligned as the base allocator's.
 constexpr size_t kHeaderBytes = 64;
-struct Header {
-  size_t bytes;     // the caller's
-  uint64_t cached;  // 1: from large_block_cache(), 0: from the base allocator
-};
-static_assert(sizeof(Header) <= kHeaderBytes);
 
 void counted_delete(void* data) {
   if (data == nullptr) return;
   char* raw = static_cast<char*>(data) - kHeaderBytes;
-  Header header{};
-  std::memcpy(&header, raw, sizeof header);
-  g_live.fetch_sub(static_cast<int64_t>(header.bytes), std::memory_order_relaxed);
-  if (header.cached != 0) {
-    large_block_cache().release(raw, header.bytes + kHeaderBytes);
-  } else {
-    g_base_delete(raw);
-  }
+  size_t bytes = 0;
+  std::memcpy(&bytes, raw, sizeof bytes);
+  g_live.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  g_base_delete(raw);
 }
 
 class CountingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) override {
-    const Header header{n, large_block_cache().takes(n + kHeaderBytes) ? 1U : 0U};
-    char* raw =
-        static_cast<char*>(header.cached != 0 ? large_block_cache().allocate(n + kHeaderBytes)
-                                              : g_base->raw_allocate(n + kHeaderBytes));
-    std::memcpy(raw, &header, sizeof header);
+    char* raw = static_cast<char*>(g_base->raw_allocate(n + kHeaderBytes));
+    std::memcpy(raw, &n, sizeof n);
     g_live.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
     void* data = raw + kHeaderBytes;
     return {data, data, &counted_delete, c10::Device(c10::DeviceType::CPU)};

@@ -1,5 +1,7 @@
 // make_tier_unit_pieces: stage-3 pieces kept in a tier region (NVMe) and read ahead of use.
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "zoff/core/error.h"
 #include "zoff/core/round_up.h"
@@ -23,7 +25,14 @@ class TierUnitPieces final : public UnitPieces {
         max_in_cpu_(max_in_cpu),
         pieces_(layout.units().size()),
         staging_(kFillChunkBytes, alignment),
-        meter_(meter) {}
+        meter_(meter) {
+    size_t largest[2] = {0, 0};
+    for (size_t u = 0; u < pieces_.size(); ++u) {
+      largest[1] = std::max(largest[1], read_span(u).second - read_span(u).first);
+      if (largest[1] > largest[0]) std::swap(largest[0], largest[1]);
+    }
+    spare_cap_ = largest[0] + largest[1];
+  }
 
   torch::Tensor get(size_t u) override {
     Piece& p = pieces_[u];
@@ -39,8 +48,14 @@ class TierUnitPieces final : public UnitPieces {
     Piece& p = pieces_[u];
     if (!p.started) return;
     p.read.wait();
+    keep_spare(std::move(p.buffer));
     p = Piece();
     resident_ -= bytes_of(u);
+  }
+
+  void drop_spares() override {
+    spares_.clear();
+    spare_bytes_ = 0;
   }
 
   bool prefetch(size_t u) override {
@@ -84,6 +99,7 @@ class TierUnitPieces final : public UnitPieces {
   }
 
   size_t resident_bytes() const override { return resident_; }
+  size_t spare_bytes() const override { return spare_bytes_; }
   size_t peak_resident_bytes() const override { return peak_; }
 
  private:
@@ -103,16 +119,41 @@ class TierUnitPieces final : public UnitPieces {
     region_.write(offset, staging_.data(), bytes).wait();
   }
 
-  // Reads the aligned blocks that hold unit u's piece (a few KiB more than the piece).
+  // The region's aligned blocks [first, last) that hold unit u's piece (a few KiB more).
+  std::pair<size_t, size_t> read_span(size_t u) const {
+    const size_t begin = static_cast<size_t>(layout_.units()[u].shard_offset) * element_bytes_;
+    const size_t end = begin + bytes_of(u);
+    return {round_down(begin, alignment_), std::min(round_up(end, alignment_), region_.bytes())};
+  }
+
+  // A read buffer of `bytes`: a spare of that size or at most two blocks more (the pieces of
+  // equal units straddle their blocks differently), else a new one (pages faulted in anew).
+  offload::HostBuffer take_buffer(size_t bytes) {
+    for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+      if (it->capacity() < bytes || it->capacity() > bytes + 2 * alignment_) continue;
+      offload::HostBuffer b = std::move(*it);
+      spares_.erase(it);
+      spare_bytes_ -= b.capacity();
+      return b;
+    }
+    return offload::HostBuffer(bytes, alignment_);
+  }
+
+  // A read buffer no longer needed: kept while the spares fit in the two largest pieces'.
+  void keep_spare(offload::HostBuffer buffer) {
+    if (buffer.capacity() == 0 || spare_bytes_ + buffer.capacity() > spare_cap_) return;
+    spare_bytes_ += buffer.capacity();
+    spares_.push_back(std::move(buffer));
+  }
+
+  // Reads the aligned blocks that hold unit u's piece, into a spare buffer when one fits.
   void start_read(size_t u) {
     const auto& unit = layout_.units()[u];
     const size_t begin = static_cast<size_t>(unit.shard_offset) * element_bytes_;
-    const size_t end = begin + bytes_of(u);
-    const size_t first = round_down(begin, alignment_);
-    const size_t last = std::min(round_up(end, alignment_), region_.bytes());
+    const auto [first, last] = read_span(u);
     Piece& p = pieces_[u];
     p.started = true;
-    p.buffer = offload::HostBuffer(std::max<size_t>(last - first, 1), alignment_);
+    p.buffer = take_buffer(std::max<size_t>(last - first, 1));
     if (last > first) p.read = region_.read(first, p.buffer.data(), last - first);
     p.view = torch::from_blob(p.buffer.as<char>() + (begin - first), {unit.shard_size},
                               torch::TensorOptions().dtype(dtype_));
@@ -128,8 +169,11 @@ class TierUnitPieces final : public UnitPieces {
   int64_t max_in_cpu_;
   std::vector<Piece> pieces_;
   offload::HostBuffer staging_;
-  StepMeter* meter_ = nullptr;  // where waits for a read go (may be null)
-  size_t filled_ = 0;           // bytes appended by fill()
+  StepMeter* meter_ = nullptr;               // where waits for a read go (may be null)
+  std::vector<offload::HostBuffer> spares_;  // read buffers of pieces done, for the next reads
+  size_t spare_bytes_ = 0;
+  size_t spare_cap_ = 0;  // the two largest pieces' read buffers
+  size_t filled_ = 0;     // bytes appended by fill()
   size_t resident_ = 0;
   size_t peak_ = 0;
 };

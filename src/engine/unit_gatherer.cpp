@@ -344,6 +344,7 @@ void UnitGatherer::end_backward() {
   for (size_t u = 0; u < units_.size(); ++u) release(u);
   spare_.clear();  // the optimizer step runs next: no unit buffer held through it
   spare_bytes_ = 0;
+  pieces_->drop_spares();
   if (recording_) finish_first_step();
 }
 

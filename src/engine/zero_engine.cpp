@@ -10,7 +10,6 @@
 #include <iostream>
 
 #include "zoff/config/lr_schedule.h"
-#include "zoff/core/block_cache.h"
 #include "zoff/core/error.h"
 #include "zoff/core/heap_policy.h"
 #include "zoff/core/process_memory.h"
@@ -109,11 +108,9 @@ void ZeroEngine::resolve_placement() {
   // step (heap_policy.h). What must leave RSS once freed (stage 3's units, the tiers'
   // buffers) is in mappings of its own (core/own_mapping.h). With the parameters on disk
   // peak RSS is what the run is about: only blocks below 4 MiB stay in the heap and its
-  // free top goes back at once (heap_policy.h says what each costs); larger tensors are
-  // mappings of which at most kStepBlockCacheBytes are kept for reuse (block_cache.h).
+  // free top goes back at once (heap_policy.h says what each costs).
   if (placement_.params_on_disk()) {
     keep_freed_memory_for_reuse(kHeapRssFirstMmapBytes, kHeapMinTrimBytes);
-    large_block_cache().configure(kHeapRssFirstMmapBytes, kStepBlockCacheBytes);
   } else {
     keep_freed_memory_for_reuse();
   }

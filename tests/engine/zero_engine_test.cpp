@@ -3,13 +3,9 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-#include <unistd.h>
-
-#include <filesystem>
 
 #include "engine_test_support.h"
 #include "zoff/config/lr_schedule.h"
-#include "zoff/core/block_cache.h"
 #include "zoff/core/error.h"
 #include "zoff/dist/shm_comm.h"
 
@@ -244,39 +240,6 @@ TEST(ZeroEngine, Stage3ReusesReleasedUnitBuffersAndDropsThemAfterBackward) {
     engine.backward(torch::mse_loss(model(x), y));
     EXPECT_EQ(g->spare_bytes(), 0u);
   });
-}
-
-// With the parameters on disk, tensors of 4 MiB or more (fc1's activations and gradients
-// here) come from the process's block cache: after the first step they are the blocks the
-// step before freed, not mappings faulted in afresh; what it keeps stays within its cap.
-TEST(ZeroEngine, Stage3WithParametersOnDiskReusesLargeTensorBlocks) {
-  auto cfg = base_config(3, 1, kGlobal, 1);
-  const std::string dir = "/var/tmp/zoff_block_cache_" + std::to_string(::getpid());
-  std::filesystem::create_directories(dir);
-  cfg.zero.offload_param.device = "nvme";
-  cfg.zero.offload_param.nvme_paths = {dir};
-  cfg.zero.offload_optimizer.device = "nvme";
-  cfg.zero.offload_optimizer.nvme_paths = {dir};
-  auto model = make_model(kSeed, /*plain=*/false, /*hidden=*/100000);  // fc1 out: 4.8 MB
-  testing::run_ranks(1, [&](dist::CommPtr comm, int) {
-    ZeroEngine engine(model.ptr(), cfg, comm);
-    auto& cache = large_block_cache();
-    ASSERT_TRUE(cache.takes(size_t{4} << 20));
-    auto [x, y] = global_batch(0, kGlobal);
-    engine.backward(torch::mse_loss(model(x), y));
-    engine.step();
-    const auto after_first = cache.stats();
-    for (int s = 1; s < 3; ++s) {
-      auto [xs, ys] = global_batch(s, kGlobal);
-      engine.backward(torch::mse_loss(model(xs), ys));
-      engine.step();
-    }
-    const auto after = cache.stats();
-    EXPECT_GT(after.hits, after_first.hits);
-    EXPECT_EQ(after.misses, after_first.misses) << "a large tensor mapped afresh";
-    EXPECT_LE(after.cached_bytes, kStepBlockCacheBytes);
-  });
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ZeroEngine, StepTimesCoverEachPhaseOfEveryStageAndResetEachStep) {

@@ -13,9 +13,7 @@ namespace zoff::engine {
 // and when the next backward begins (the forward's activations, plus its inputs and loss,
 // are alive): the difference is what forward kept. Measured, not computed from shapes; it
 // counts the whole process (ranks run as threads in tests share it), and oneDNN's own
-// scratch buffers are not LibTorch allocations. The wrapper takes the blocks that the
-// process's large_block_cache() takes (core/block_cache.h) from it, the rest from LibTorch's
-// default allocator.
+// scratch buffers are not LibTorch allocations.
 class ActivationMeter {
  public:
   ActivationMeter();

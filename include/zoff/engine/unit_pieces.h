@@ -35,6 +35,10 @@ class UnitPieces {
   // Bytes of pieces in host memory now, and the most so far.
   virtual size_t resident_bytes() const = 0;
   virtual size_t peak_resident_bytes() const = 0;
+  // Buffers of pieces done, kept for the next reads (a tier's: at most the two largest
+  // pieces' worth), and dropping them (before the optimizer step, which reads nothing).
+  virtual size_t spare_bytes() const { return 0; }
+  virtual void drop_spares() {}
 };
 
 // Pieces as views of `shard_space` (the in-memory stages 1-3 layout): always resident.
@@ -42,7 +46,8 @@ std::unique_ptr<UnitPieces> make_host_unit_pieces(const partition::ModelLayout& 
                                                   torch::Tensor shard_space);
 
 // Pieces in `region` (shard-space order, compute dtype, layout.shard_size() elements) of
-// a tier with the given alignment, read into host buffers of their own when needed: at
+// a tier with the given alignment, read into host buffers when needed (the buffers of
+// pieces done are reused, so their pages are not faulted in for every read): at
 // most `max_in_cpu` elements read ahead (offload_param.max_in_cpu); a piece asked for now
 // is read whatever the budget. `region` must outlive the pieces. Waits for a read are added
 // to `meter` (when not null) as parameter I/O.
