@@ -5,6 +5,7 @@
 
 #include "zoff/core/error.h"
 #include "zoff/core/round_up.h"
+#include "zoff/engine/spare_buffers.h"
 #include "zoff/engine/unit_pieces.h"
 
 namespace zoff::engine {
@@ -26,12 +27,12 @@ class TierUnitPieces final : public UnitPieces {
         pieces_(layout.units().size()),
         staging_(kFillChunkBytes, alignment),
         meter_(meter) {
-    size_t largest[2] = {0, 0};
+    TwoLargest largest;
     for (size_t u = 0; u < pieces_.size(); ++u) {
-      largest[1] = std::max(largest[1], read_span(u).second - read_span(u).first);
-      if (largest[1] > largest[0]) std::swap(largest[0], largest[1]);
+      const auto [first, last] = read_span(u);
+      largest.add(last - first);
     }
-    spare_cap_ = largest[0] + largest[1];
+    spares_.set_cap(largest.sum());
   }
 
   torch::Tensor get(size_t u) override {
@@ -53,10 +54,7 @@ class TierUnitPieces final : public UnitPieces {
     resident_ -= bytes_of(u);
   }
 
-  void drop_spares() override {
-    spares_.clear();
-    spare_bytes_ = 0;
-  }
+  void drop_spares() override { spares_.clear(); }
 
   bool prefetch(size_t u) override {
     if (pieces_[u].started) return true;
@@ -99,7 +97,7 @@ class TierUnitPieces final : public UnitPieces {
   }
 
   size_t resident_bytes() const override { return resident_; }
-  size_t spare_bytes() const override { return spare_bytes_; }
+  size_t spare_bytes() const override { return spares_.bytes(); }
   size_t peak_resident_bytes() const override { return peak_; }
 
  private:
@@ -128,22 +126,16 @@ class TierUnitPieces final : public UnitPieces {
 
   // A read buffer of `bytes`: a spare of that size or at most two blocks more (the pieces of
   // equal units straddle their blocks differently), else a new one (pages faulted in anew).
+  // Spares are kept by capacity, a multiple of the alignment.
   offload::HostBuffer take_buffer(size_t bytes) {
-    for (auto it = spares_.begin(); it != spares_.end(); ++it) {
-      if (it->capacity() < bytes || it->capacity() > bytes + 2 * alignment_) continue;
-      offload::HostBuffer b = std::move(*it);
-      spares_.erase(it);
-      spare_bytes_ -= b.capacity();
-      return b;
-    }
-    return offload::HostBuffer(bytes, alignment_);
+    auto spare = spares_.take(round_up(bytes, alignment_), bytes + 2 * alignment_);
+    return spare ? std::move(*spare) : offload::HostBuffer(bytes, alignment_);
   }
 
   // A read buffer no longer needed: kept while the spares fit in the two largest pieces'.
   void keep_spare(offload::HostBuffer buffer) {
-    if (buffer.capacity() == 0 || spare_bytes_ + buffer.capacity() > spare_cap_) return;
-    spare_bytes_ += buffer.capacity();
-    spares_.push_back(std::move(buffer));
+    const size_t bytes = buffer.capacity();
+    if (spares_.fits(bytes)) spares_.keep(std::move(buffer), bytes);
   }
 
   // Reads the aligned blocks that hold unit u's piece, into a spare buffer when one fits.
@@ -169,11 +161,10 @@ class TierUnitPieces final : public UnitPieces {
   int64_t max_in_cpu_;
   std::vector<Piece> pieces_;
   offload::HostBuffer staging_;
-  StepMeter* meter_ = nullptr;               // where waits for a read go (may be null)
-  std::vector<offload::HostBuffer> spares_;  // read buffers of pieces done, for the next reads
-  size_t spare_bytes_ = 0;
-  size_t spare_cap_ = 0;  // the two largest pieces' read buffers
-  size_t filled_ = 0;     // bytes appended by fill()
+  StepMeter* meter_ = nullptr;  // where waits for a read go (may be null)
+  // Read buffers of pieces done, for the next reads: at most the two largest pieces'.
+  SpareBuffers<offload::HostBuffer> spares_;
+  size_t filled_ = 0;  // bytes appended by fill()
   size_t resident_ = 0;
   size_t peak_ = 0;
 };

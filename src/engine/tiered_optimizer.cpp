@@ -189,7 +189,6 @@ void TieredOptimizer::issue_read(size_t g, Slot& slot) {
 // Sub-group g's master (or extensions and copy) and states: everything of it the step reads
 // but its gradients, which backward may still be writing.
 void TieredOptimizer::issue_state_reads(size_t g, Slot& slot) {
-  slot.group = g;
   for (size_t r = 0; r < regions_.size(); ++r) {
     slot.pending.push_back(regions_[r]->read(region_offset(r, g), region_buffer(slot, r),
                                              group_size(g) * stored_bytes(r)));

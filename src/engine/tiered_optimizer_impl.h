@@ -21,7 +21,6 @@ struct TieredOptimizer::Slot {
   offload::HostBuffer grads;                 // the sub-group's gradients, grads_in_tier only
   std::vector<offload::IoRequest> pending;
   static constexpr size_t kNone = static_cast<size_t>(-1);
-  size_t group = kNone;
   // The sub-group whose master and states prefetch() read into these buffers for the next
   // step (kNone: nothing read ahead).
   size_t prefetched = kNone;

@@ -60,7 +60,7 @@ UnitGatherer::UnitGatherer(
       options_(options),
       units_(layout.units().size()) {
   ZOFF_CHECK(layout_.sharded(), "stage 3 needs a layout sharded per unit");
-  size_t largest[2] = {0, 0};
+  TwoLargest largest;
   for (size_t u = 0; u < units_.size(); ++u) {
     const auto& lu = layout_.units()[u];
     auto& unit = units_[u];
@@ -74,10 +74,7 @@ UnitGatherer::UnitGatherer(
     unit.whole = std::make_unique<partition::FlatBuffer>(unit.slots,
                                                          new_unit_buffer(lu.padded_numel, dtype));
     unit.persistent = lu.padded_numel < options_.persistence_threshold;
-    if (!unit.persistent) {
-      largest[1] = std::max(largest[1], unit.whole->bytes());
-      if (largest[1] > largest[0]) std::swap(largest[0], largest[1]);
-    }
+    if (!unit.persistent) largest.add(unit.whole->bytes());
     if (options_.start_released && !unit.persistent) {
       free_storage(unit.whole->flat());
       unit.state = State::kReleased;
@@ -86,7 +83,7 @@ UnitGatherer::UnitGatherer(
     }
   }
   peak_live_ = live_;
-  spare_cap_ = largest[0] + largest[1];
+  spare_.set_cap(largest.sum());
 }
 
 UnitGatherer::~UnitGatherer() {
@@ -180,30 +177,27 @@ void UnitGatherer::release(size_t u) {
 void UnitGatherer::attach_buffer(Unit& unit) {
   const auto& flat = unit.whole->flat();
   const size_t bytes = bytes_of(flat);
-  for (auto it = spare_.begin(); it != spare_.end(); ++it) {
-    if (it->first != bytes) continue;
-    auto* impl = flat.storage().unsafeGetStorageImpl();
-    impl->set_data_ptr_noswap(std::move(it->second));
-    impl->set_nbytes(bytes);
-    spare_bytes_ -= bytes;
-    spare_.erase(it);
+  auto spare = spare_.take(bytes, bytes);
+  if (!spare) {
+    allocate_storage(flat);
     return;
   }
-  allocate_storage(flat);
+  auto* impl = flat.storage().unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(std::move(*spare));
+  impl->set_nbytes(bytes);
 }
 
-// Keeps the buffer as a spare while they fit in spare_cap_, else frees it.
+// Keeps the buffer as a spare while they fit under their cap, else frees it.
 void UnitGatherer::detach_buffer(Unit& unit) {
   const auto& flat = unit.whole->flat();
   const size_t bytes = bytes_of(flat);
-  if (!own_mapped(flat) || spare_bytes_ + bytes > spare_cap_) {
+  if (!own_mapped(flat) || !spare_.fits(bytes)) {
     free_storage(flat);
     return;
   }
   auto* impl = flat.storage().unsafeGetStorageImpl();
-  spare_.emplace_back(bytes, impl->set_data_ptr(at::DataPtr(nullptr, flat.device())));
+  spare_.keep(impl->set_data_ptr(at::DataPtr(nullptr, flat.device())), bytes);
   impl->set_nbytes(0);
-  spare_bytes_ += bytes;
 }
 
 // Issues gathers for the units after (forward) or before (backward) trace position `pos`,
@@ -343,7 +337,6 @@ void UnitGatherer::end_backward() {
   next_ = 0;
   for (size_t u = 0; u < units_.size(); ++u) release(u);
   spare_.clear();  // the optimizer step runs next: no unit buffer held through it
-  spare_bytes_ = 0;
   pieces_->drop_spares();
   if (recording_) finish_first_step();
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "zoff/dist/comm.h"
+#include "zoff/engine/spare_buffers.h"
 #include "zoff/engine/step_meter.h"
 #include "zoff/engine/unit_pieces.h"
 #include "zoff/partition/flat_buffer.h"
@@ -93,7 +94,7 @@ class UnitGatherer final : public unit::UnitHooks {
   size_t whole_bytes() const;
   // Bytes of released units' buffers kept for reuse (never more than two of the largest
   // units that are not persistent; none after backward).
-  size_t spare_bytes() const { return spare_bytes_; }
+  size_t spare_bytes() const { return spare_.bytes(); }
   // Counts each unit entering forward and each unit done with backward (may be null).
   void set_meter(StepMeter* meter) { meter_ = meter; }
   size_t unit_count() const { return units_.size(); }
@@ -138,12 +139,9 @@ class UnitGatherer final : public unit::UnitHooks {
   size_t cursor_ = 0;  // trace position reached by backward
   int64_t live_ = 0;
   int64_t peak_live_ = 0;
-  // Buffers of released units kept for the next gather of a unit of the same size (a fresh
-  // mapping faults its pages in again), at most spare_cap_ bytes, dropped at the end of
-  // backward so the optimizer step does not hold them.
-  std::vector<std::pair<size_t, at::DataPtr>> spare_;
-  size_t spare_bytes_ = 0;
-  size_t spare_cap_ = 0;  // two of the largest units that are not persistent
+  // Buffers of released units kept for the next gather of a unit of the same size, at most
+  // two of the largest units that are not persistent, dropped at the end of backward.
+  SpareBuffers<at::DataPtr> spare_;
   StepMeter* meter_ = nullptr;
   std::recursive_mutex mutex_;
 };
