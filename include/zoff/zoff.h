@@ -55,6 +55,7 @@
 #include "zoff/engine/memory_stats.h"
 #include "zoff/engine/module_values.h"
 #include "zoff/engine/replicated_states.h"
+#include "zoff/engine/spare_buffers.h"
 #include "zoff/engine/step_meter.h"
 #include "zoff/engine/step_times.h"
 #include "zoff/engine/tiered_optimizer.h"
