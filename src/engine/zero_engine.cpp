@@ -107,9 +107,10 @@ void ZeroEngine::resolve_placement() {
   // Every step frees and allocates the same activations: they stay in the heap for the next
   // step (heap_policy.h). What must leave RSS once freed (stage 3's units, the tiers'
   // buffers) is in mappings of its own (core/own_mapping.h). With the parameters on disk
-  // peak RSS is what the run is about: only blocks below 4 MiB stay in the heap and its
-  // free top goes back at once (heap_policy.h says what each costs).
-  if (placement_.params_on_disk()) {
+  // in a run short of memory peak RSS is what the run is about: only blocks below 4 MiB
+  // stay in the heap and its free top goes back at once (heap_policy.h says what each
+  // costs; placement::rss_first_heap when).
+  if (placement_.rss_first_heap) {
     keep_freed_memory_for_reuse(kHeapRssFirstMmapBytes, kHeapMinTrimBytes);
   } else {
     keep_freed_memory_for_reuse();

@@ -1,6 +1,7 @@
 // resolve: the config's placement keys, their cross-key rules checked once, as one Placement.
 #include "zoff/placement/placement.h"
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -213,6 +214,10 @@ bool resolve_split_master(const config::Config& c, const Placement& p) {
   return why.empty();
 }
 
+bool rss_first_heap(int64_t param_bytes, int64_t available_bytes) {
+  return available_bytes <= 0 || param_bytes > available_bytes / 4;
+}
+
 Placement resolve(const config::Config& config, const PlacementContext& context, bool announce) {
   check_stage(config, context);
   Placement p;
@@ -228,6 +233,9 @@ Placement resolve(const config::Config& config, const PlacementContext& context,
   p.split_master = resolve_split_master(config, p);
   p.params_per_host = p.stage >= 1 && p.stage <= 2 && context.world > 1 &&
                       config.zero.host_shared_params && !p.compute_on_device;
+  const int64_t param_bytes = context.shard_elems * std::max(context.world, 1) *
+                              static_cast<int64_t>(element_bytes(p.precision));
+  p.rss_first_heap = p.params_on_disk() && rss_first_heap(param_bytes, context.available_bytes);
   return p;
 }
 

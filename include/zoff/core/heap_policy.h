@@ -16,7 +16,8 @@ namespace zoff {
 inline constexpr unsigned long kHeapReuseMmapBytes = 32UL << 20;
 inline constexpr unsigned long kHeapReuseTrimBytes = 128UL << 20;
 inline constexpr unsigned long kHeapMinTrimBytes = 64UL << 10;
-// For runs whose peak RSS is the point (parameters on disk): blocks of 4 MiB or more are
+// For runs whose peak RSS is the point (parameters on disk in a run short of memory:
+// placement::rss_first_heap): blocks of 4 MiB or more are
 // mapped afresh each step, and the free top of the heap trimmed at once (what 1, 4 and 32
 // MiB cost in speed and peak RSS: docs/cpp_api.md, "Heap policy").
 inline constexpr unsigned long kHeapRssFirstMmapBytes = 4UL << 20;
