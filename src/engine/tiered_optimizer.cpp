@@ -204,8 +204,8 @@ void TieredOptimizer::prefetch() {
     std::lock_guard<std::mutex> lock(mutex_);
     ZOFF_CHECK(!job_.active && !running_, "tiered optimizer: prefetch during a step");
   }
-  // The k-th read of a step uses slot k % slots, and a step that is not overlapped reads
-  // sub-groups in order: sub-group g < slots goes to slot g.
+  // A step that is not overlapped takes sub-groups in order and finds each read-ahead in
+  // whichever slot holds it: sub-group g < slots goes to slot g.
   const size_t n = std::min(groups(), slots_.size());
   for (size_t g = 0; g < n; ++g) {
     Slot& slot = *slots_[g];
@@ -509,18 +509,37 @@ bool TieredOptimizer::next_group(bool block, size_t* g) {
   return true;
 }
 
-// The pipeline over sub-groups as they come: reads run up to slots - 1 sub-groups ahead
-// (as many as are queued), the k-th read uses slot k % slots, whose previous user (read
-// k - slots) was updated before and whose write-back had the updates since to finish.
+// What one step's pipeline knows of its sub-groups: which it took (in order) and which were
+// read ahead, and where the guess in the last step's order stands.
+struct TieredOptimizer::PipelineState {
+  explicit PipelineState(size_t groups) : taken(groups, false), ahead(groups, false) {}
+  std::vector<bool> taken;       // submitted and claimed this step (updated or about to be)
+  std::vector<bool> ahead;       // read ahead into a slot this step
+  std::vector<size_t> order;     // the sub-groups in the order this step took them
+  size_t guess = 0;              // the next candidate in order_ for reading ahead
+  Slot* last_written = nullptr;  // its write-back was issued last: still in flight
+};
+
+// The pipeline over sub-groups as they come: up to slots - 1 submitted sub-groups are read
+// (or found read ahead) while the oldest is updated and written back; a slot neither taken
+// nor just written reads ahead the next sub-group of the last step's order, so that the
+// sub-group's master and states are there when its gradients become final.
 void TieredOptimizer::run_pipeline() {
   const size_t ahead = std::max<size_t>(1, slots_.size() - 1);
+  PipelineState st(groups());
+  for (auto& slot : slots_) {  // read by prefetch() before the step
+    if (slot->prefetched != Slot::kNone) st.ahead[slot->prefetched] = true;
+  }
   std::deque<std::pair<size_t, Slot*>> reading;
-  size_t reads = 0;
   for (;;) {
+    read_ahead(st);
     size_t g = 0;
     while (reading.size() < ahead && next_group(reading.empty(), &g)) {
-      Slot* slot = slots_[reads++ % slots_.size()].get();
-      issue_read(g, *slot);
+      Slot* slot = claim_slot(g, st);
+      issue_read(g, *slot);  // what was read ahead is used as it is
+      slot->claimed = true;
+      st.taken[g] = true;
+      st.order.push_back(g);
       reading.emplace_back(g, slot);
     }
     if (reading.empty()) break;
@@ -528,8 +547,57 @@ void TieredOptimizer::run_pipeline() {
     reading.pop_front();
     update(next, *slot);
     issue_write(next, *slot);
+    slot->claimed = false;
+    st.last_written = slot;
   }
   wait_all();
+  for (auto& slot : slots_) slot->prefetched = Slot::kNone;  // every one was taken
+  order_ = std::move(st.order);
+}
+
+// Into each free slot (not taken, not read ahead, not the one whose write-back was issued
+// last): the master and states of the next sub-group in the last step's order that this
+// step has neither taken nor read ahead. The slot's own write-back is waited for first.
+void TieredOptimizer::read_ahead(PipelineState& st) {
+  for (auto& s : slots_) {
+    Slot& slot = *s;
+    if (slot.claimed || slot.prefetched != Slot::kNone || &slot == st.last_written) continue;
+    while (st.guess < order_.size() && (st.taken[order_[st.guess]] || st.ahead[order_[st.guess]])) {
+      ++st.guess;
+    }
+    if (st.guess == order_.size()) return;
+    const size_t g = order_[st.guess++];
+    {
+      ScopedWait wait(meter_, StepMeter::Wait::kOptimizer);
+      slot.wait();
+    }
+    issue_state_reads(g, slot);
+    slot.prefetched = g;
+    st.ahead[g] = true;
+  }
+}
+
+// The slot for submitted sub-group g: the one that read it ahead, else a free one (without
+// a read-ahead first, then not the one just written), whose read-ahead is dropped.
+TieredOptimizer::Slot* TieredOptimizer::claim_slot(size_t g, const PipelineState& st) {
+  Slot* best = nullptr;
+  int best_score = -1;
+  for (auto& s : slots_) {
+    if (s->prefetched == g) return s.get();
+    if (s->claimed) continue;
+    const int score = (s->prefetched == Slot::kNone ? 2 : 0) + (s.get() != st.last_written ? 1 : 0);
+    if (score > best_score) {
+      best = s.get();
+      best_score = score;
+    }
+  }
+  ZOFF_CHECK(best != nullptr, "tiered optimizer: no free buffer set for sub-group ", g);
+  if (best->prefetched != Slot::kNone) {  // its reads finish, what they read is not used
+    ScopedWait wait(meter_, StepMeter::Wait::kOptimizer);
+    best->wait();
+    best->prefetched = Slot::kNone;
+  }
+  return best;
 }
 
 void TieredOptimizer::worker_loop() {
@@ -548,6 +616,7 @@ void TieredOptimizer::worker_loop() {
       for (auto& slot : slots_) {
         slot->pending.clear();  // IoRequest's destructor waits
         slot->prefetched = Slot::kNone;
+        slot->claimed = false;
       }
     }
     std::lock_guard<std::mutex> lock(mutex_);

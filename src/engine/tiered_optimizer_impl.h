@@ -24,6 +24,8 @@ struct TieredOptimizer::Slot {
   // The sub-group whose master and states prefetch() read into these buffers for the next
   // step (kNone: nothing read ahead).
   size_t prefetched = kNone;
+  // Taken by the step for a submitted sub-group, not updated yet (run_pipeline).
+  bool claimed = false;
   void wait() {
     for (auto& r : pending) r.wait();
     pending.clear();

@@ -36,6 +36,13 @@ std::vector<float> randn(size_t n, uint64_t seed) {
   return std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + n);
 }
 
+// The master's values, seed 1 (in_memory()'s start), all at once.
+void fill_master(TieredOptimizer& opt) {
+  auto values = randn(kNumel, 1);
+  opt.append_master(0, values.data(), kNumel);
+  opt.finish_master();
+}
+
 // Tier files go on the real disk (O_DIRECT works there).
 using ScratchDir = offload::testing::TempDir;
 
@@ -279,9 +286,7 @@ TEST(TieredOptimizer, PrefetchReadsAheadAndTheStepDoesNotReadItAgain) {
   ScratchDir dir;
   auto tier = offload::make_nvme_tier(dir.path(), "ahead", {});
   TieredOptimizer opt(*tier, options_for("adamw"), 1, kNumel, {kSubGroup, 0});  // 3 slots
-  auto values = randn(kNumel, 1);
-  opt.append_master(0, values.data(), kNumel);
-  opt.finish_master();
+  fill_master(opt);
   ASSERT_EQ(opt.groups(), 5u);
   ASSERT_EQ(opt.slots(), 3);
   const uint64_t ahead_bytes = 3 * kSubGroup * sizeof(float);
@@ -394,6 +399,79 @@ TEST(TieredOptimizer, AnIoErrorMidStepNamesTheFileAndDoesNotCountTheStep) {
     EXPECT_NE(what.find("Input/output error"), std::string::npos) << what;
   }
   EXPECT_EQ(opt.optimizer().step_count(), 0);
+}
+
+// The overlapped step, its sub-groups submitted in the given order each step (backward's
+// order: the last sub-group first), as in_memory() steps them.
+Outcome submitted_in_order(offload::Tier& tier, const optim::OptimizerOptions& o,
+                           const std::vector<std::vector<size_t>>& orders) {
+  TieredOptimizer opt(tier, o, 1, kNumel, {kSubGroup, 0});
+  Outcome r{randn(kNumel, 1), std::vector<uint16_t>(kNumel), {}};
+  opt.append_master(0, r.params.data(), kNumel);
+  opt.finish_master();
+  for (int s = 0; s < kSteps; ++s) {
+    auto g = randn(kNumel, 100 + s);
+    opt.begin_step(g.data(), 1e-2 * (s + 1), optim::CopyOut::kBf16, r.out16.data(), nullptr);
+    for (size_t group : orders.at(static_cast<size_t>(s))) opt.submit(group);
+    opt.finish_step();
+  }
+  opt.read(0, 0, kNumel, r.params.data());
+  for (const std::string name : {"exp_avg", "exp_avg_sq"}) {
+    const auto names = opt.region_names();
+    const size_t i = std::find(names.begin(), names.end(), name) - names.begin();
+    r.states.emplace_back(kNumel);
+    opt.read(i, 0, kNumel, r.states.back().data());
+  }
+  return r;
+}
+
+// Read ahead in the last step's order, right or wrong (the order changes), the steps are
+// the in-memory steps bit for bit.
+TEST(TieredOptimizer, StepsReadAheadInTheLastStepsOrderAreBitwiseTheInMemorySteps) {
+  const auto o = options_for("adamw");
+  const auto want = in_memory(o);
+  ScratchDir dir;
+  auto tier = offload::make_nvme_tier(dir.path(), "order", {});
+  const std::vector<size_t> backward{4, 3, 2, 1, 0}, forward{0, 1, 2, 3, 4}, mixed{2, 0, 4, 1, 3};
+  expect_same(want, submitted_in_order(*tier, o, {backward, backward, forward}));
+  expect_same(want, submitted_in_order(*tier, o, {forward, mixed, backward}));
+}
+
+// A step begun and given no sub-group yet has already read the master of the sub-groups
+// the last step took first (4, 3, 2: one per buffer set), and reads no master twice.
+TEST(TieredOptimizer, TheStepReadsAheadTheSubGroupsTheLastStepTookFirst) {
+  ScratchDir dir;
+  auto tier = offload::make_nvme_tier(dir.path(), "ahead_order", {});
+  TieredOptimizer opt(*tier, options_for("adamw"), 1, kNumel, {kSubGroup, 0});  // 3 slots
+  fill_master(opt);
+  ASSERT_EQ(opt.groups(), 5u);
+  auto g = randn(kNumel, 2);
+  opt.begin_step(g.data(), 1e-2, optim::CopyOut::kNone, nullptr, nullptr);
+  for (size_t group : {4, 3, 2, 1, 0}) opt.submit(group);
+  opt.finish_step();
+  std::vector<std::atomic<int>> reads(opt.groups());
+  offload::set_io_fault_hook(
+      [&](offload::IoOp op, const std::string& path, uint64_t offset, size_t) -> int64_t {
+        if (op == offload::IoOp::kRead && path.find("master") != std::string::npos) {
+          ++reads.at(offset / (kSubGroup * sizeof(float)));
+        }
+        return 0;
+      });
+  opt.begin_step(g.data(), 1e-2, optim::CopyOut::kNone, nullptr, nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((reads[2] == 0 || reads[3] == 0 || reads[4] == 0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const int before[] = {reads[0], reads[1], reads[2], reads[3], reads[4]};
+  for (size_t group : {4, 3, 2, 1, 0}) opt.submit(group);
+  opt.finish_step();
+  offload::set_io_fault_hook({});
+  EXPECT_EQ(before[0] + before[1], 0);  // not yet: no free buffer set for them
+  EXPECT_GT(before[2] * before[3] * before[4], 0) << "nothing read ahead";
+  for (size_t i = 0; i < reads.size(); ++i) EXPECT_GT(reads[i], 0) << "sub-group " << i;
+  // A 4 KiB-aligned sub-group's master is read in one request of at most 1 MiB.
+  for (size_t i = 0; i < reads.size(); ++i) EXPECT_EQ(reads[i], 1) << "sub-group " << i;
 }
 
 }  // namespace

@@ -56,6 +56,8 @@ struct SubGroupOptions {
 //   read sub-group i+1 .. i+slots-2 | update sub-group i | write back sub-group i-1
 // (with 3 slots: read i+1 while updating i and writing i-1; with 2 the write of i-1 is
 // waited for before i+1 is read; with 1 each sub-group is read, updated, written in turn).
+// The sub-groups come in the order their gradients become final; a slot left free reads
+// the master and states of the sub-group the last step took next, before it comes.
 // The kernels are elementwise and the step count advances once per step, so the result
 // is bit for bit the in-memory step's. Host memory: buffer_count x sub_group_elems x 4
 // bytes, whatever numel is.
@@ -179,6 +181,7 @@ class TieredOptimizer {
 
  private:
   struct Slot;
+  struct PipelineState;
   struct Job {  // the step in progress
     const float* grads = nullptr;
     optim::CopyOut copy_out = optim::CopyOut::kNone;
@@ -198,6 +201,8 @@ class TieredOptimizer {
   void wait_all();
   void worker_loop();
   void run_pipeline();
+  void read_ahead(PipelineState& st);
+  Slot* claim_slot(size_t g, const PipelineState& st);
   bool next_group(bool block, size_t* g);
   bool close_and_wait();
   void check_regions() const;
@@ -248,6 +253,9 @@ class TieredOptimizer {
   bool running_ = false;              // the worker is inside run_pipeline()
   bool stop_ = false;                 // destructor
   std::exception_ptr error_;          // what the worker threw this step
+  // The order the last completed step took its sub-groups in (backward's, for an overlapped
+  // step): the step reads the next ones' master and states ahead in that order.
+  std::vector<size_t> order_;
   std::chrono::milliseconds timeout_;
 };
 
