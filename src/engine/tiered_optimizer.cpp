@@ -551,7 +551,8 @@ void TieredOptimizer::run_pipeline() {
     st.last_written = slot;
   }
   wait_all();
-  for (auto& slot : slots_) slot->prefetched = Slot::kNone;  // every one was taken
+  // A finished step took every sub-group it read ahead; an abandoned one may not have.
+  for (auto& slot : slots_) slot->prefetched = Slot::kNone;
   order_ = std::move(st.order);
 }
 

@@ -73,6 +73,20 @@ Outcome in_memory(const optim::OptimizerOptions& o) {
   return r;
 }
 
+// The master and the states as the steps left them, into r (states sorted by name:
+// state_buffers() is a map, as in_memory() lists them).
+void read_back(TieredOptimizer& opt, Outcome* r) {
+  opt.read(0, 0, kNumel, r->params.data());
+  std::vector<std::pair<std::string, size_t>> names;
+  for (size_t i = 1; i < opt.region_names().size(); ++i)
+    names.emplace_back(opt.region_names()[i], i);
+  std::sort(names.begin(), names.end());
+  for (auto& [name, i] : names) {
+    r->states.emplace_back(kNumel);
+    opt.read(i, 0, kNumel, r->states.back().data());
+  }
+}
+
 // `prefetch`: each step's first sub-groups read ahead first (twice before the first step,
 // as when an fp16 step was skipped in between).
 Outcome tiered(offload::Tier& tier, const optim::OptimizerOptions& o, int64_t buffer_count,
@@ -89,16 +103,7 @@ Outcome tiered(offload::Tier& tier, const optim::OptimizerOptions& o, int64_t bu
     opt.step(g.data(), 1e-2 * (s + 1), optim::CopyOut::kBf16, r.out16.data(), nullptr);
   }
   EXPECT_EQ(opt.optimizer().step_count(), kSteps);
-  opt.read(0, 0, kNumel, r.params.data());
-  // state_buffers() is a map (sorted by name), as in_memory() lists them.
-  std::vector<std::pair<std::string, size_t>> names;
-  for (size_t i = 1; i < opt.region_names().size(); ++i)
-    names.emplace_back(opt.region_names()[i], i);
-  std::sort(names.begin(), names.end());
-  for (auto& [name, i] : names) {
-    r.states.emplace_back(kNumel);
-    opt.read(i, 0, kNumel, r.states.back().data());
-  }
+  read_back(opt, &r);
   return r;
 }
 
@@ -415,13 +420,7 @@ Outcome submitted_in_order(offload::Tier& tier, const optim::OptimizerOptions& o
     for (size_t group : orders.at(static_cast<size_t>(s))) opt.submit(group);
     opt.finish_step();
   }
-  opt.read(0, 0, kNumel, r.params.data());
-  for (const std::string name : {"exp_avg", "exp_avg_sq"}) {
-    const auto names = opt.region_names();
-    const size_t i = std::find(names.begin(), names.end(), name) - names.begin();
-    r.states.emplace_back(kNumel);
-    opt.read(i, 0, kNumel, r.states.back().data());
-  }
+  read_back(opt, &r);
   return r;
 }
 
