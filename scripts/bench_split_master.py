@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The split master against the 4-byte master (issue 47): the same gpt run with
-offload_optimizer.split_master true and false, both on disk, for ZeRO stages 1-3, worlds
-1-3 and state dtypes fp32, bf16 and int8. Prints per case the steps whose losses differ,
+offload_optimizer.split_master true and false, both on disk (--device nvme) or both in host
+memory (--device cpu), for ZeRO stages 1-3, worlds 1-3 and state dtypes fp32, bf16 and int8. Prints per case the steps whose losses differ,
 the largest relative loss difference, the odd ties the split run settled (its own line),
 and how many final bf16 parameters differ. Not a timing: runs may share cores.
 
-  $ZOFF_VENV/bin/python scripts/bench_split_master.py [--steps 50] [--preset tiny]
+  $ZOFF_VENV/bin/python scripts/bench_split_master.py [--steps 50] [--preset tiny] [--device cpu]
 """
 import argparse
 import itertools
@@ -36,7 +36,7 @@ def safetensors_arrays(path):
     return out
 
 
-def config_for(base, stage, world, states, split, nvme):
+def config_for(base, stage, world, states, split, nvme, device):
     c = json.load(open(base))
     c["bf16"] = {"enabled": True}
     c["train_batch_size"] = c["train_micro_batch_size_per_gpu"] * world
@@ -44,10 +44,13 @@ def config_for(base, stage, world, states, split, nvme):
     z = c["zero_optimization"]
     z["stage"] = stage
     z["sub_group_size"] = 100000
-    z["offload_optimizer"] = {"device": "nvme", "nvme_path": nvme, "split_master": split}
+    z["offload_optimizer"] = {"device": device, "split_master": split}
+    if device == "nvme":
+        z["offload_optimizer"]["nvme_path"] = nvme
     if stage == 3:
         z["stage3_param_persistence_threshold"] = 0
-        z["offload_param"] = {"device": "nvme", "nvme_path": nvme}
+        if device == "nvme":
+            z["offload_param"] = {"device": "nvme", "nvme_path": nvme}
     return c
 
 
@@ -76,12 +79,14 @@ def main():
     p.add_argument("--zoff", default="build/zoff")
     p.add_argument("--stages", default="1,2,3", help="ZeRO stages, comma-separated")
     p.add_argument("--worlds", default="1,2,3", help="ranks, comma-separated")
+    p.add_argument("--device", default="nvme", choices=("nvme", "cpu"),
+                   help="offload_optimizer.device of both runs (stage 3: the parameters too)")
     args = p.parse_args()
     base = "examples/configs/gpt_tiny_stage2.json"
     stages = [int(x) for x in args.stages.split(",")]
     worlds = [int(x) for x in args.worlds.split(",")]
     print(f"$ python scripts/bench_split_master.py --steps {args.steps} --preset {args.preset} "
-          f"--stages {args.stages} --worlds {args.worlds}")
+          f"--stages {args.stages} --worlds {args.worlds} --device {args.device}")
     print("stage world states | steps differing | max rel loss diff | ties settled (rank 0) "
           "| params differing / all")
     for stage, world, states in itertools.product(stages, worlds, ("fp32", "bf16", "int8")):
@@ -89,9 +94,11 @@ def main():
             nvme = os.path.join(work, "nvme")
             os.mkdir(nvme)
             full, _ = run(args.zoff, work, "full",
-                          config_for(base, stage, world, states, False, nvme), world, args)
+                          config_for(base, stage, world, states, False, nvme, args.device), world,
+                          args)
             split, ties = run(args.zoff, work, "split",
-                              config_for(base, stage, world, states, True, nvme), world, args)
+                              config_for(base, stage, world, states, True, nvme, args.device),
+                              world, args)
             a = safetensors_arrays(os.path.join(work, "full.safetensors"))
             b = safetensors_arrays(os.path.join(work, "split.safetensors"))
         differ = [i + 1 for i, (x, y) in enumerate(zip(full, split)) if x != y]

@@ -55,6 +55,8 @@ void ComputeParams::rebuild(MasterStore& store) {
     if (!fp32() && output_.defined()) output_.copy_(master_);
     return;
   }
+  // A split master in memory: its copy half is the compute copy, written with the master.
+  if (store.tiered() == nullptr) return;
   // From a disk store, sub-group by sub-group (a multiple of 2048 elements: 16-bit chunks
   // of a parameter region start aligned).
   const int64_t chunk = store.tiered()->sub_group_elems();

@@ -1,6 +1,8 @@
-// The host MasterStore: the master and the states as regions of a host tier, stepped in place.
+// The host MasterStore: the master (fp32, or split: optim/split_master.h) and the states as
+// regions of a host tier, stepped in place.
 #include <cstring>
 
+#include "host_split_master.h"
 #include "zoff/core/error.h"
 #include "zoff/engine/master_store.h"
 #include "zoff/optim/state_dtype.h"
@@ -101,17 +103,22 @@ class HostMasterStore : public MasterStore {
  public:
   HostMasterStore(std::unique_ptr<offload::Tier> tier, const MasterStoreOptions& o,
                   const optim::OptimizerOptions& options)
-      : tier_(std::move(tier)) {
+      : tier_(std::move(tier)), numel_(o.numel) {
     ZOFF_CHECK(tier_->is_host(), "host master store: tier ", tier_->name(), " is not host memory");
-    if (o.params_master.defined()) {
-      master_ = o.params_master;  // the fp32 compute parameters are the master
+    if (o.split_master) {
+      ZOFF_CHECK(!o.params_master.defined() && o.backend == optim::OptimizerBackend::kFused,
+                 "host master store: the split master needs the fused optimizer and a master "
+                 "apart from the compute parameters");
+      split_ = std::make_unique<HostSplitMaster>(*tier_, o.numel);
     } else {
-      master_ = region_tensor(tier_, "master", o.numel);
+      master_ = o.params_master.defined()
+                    ? o.params_master  // the fp32 compute parameters are the master
+                    : region_tensor(tier_, "master", o.numel);
+      ZOFF_CHECK(master_.scalar_type() == torch::kFloat32 && master_.is_contiguous() &&
+                     master_.is_cpu() && static_cast<size_t>(master_.numel()) == o.numel,
+                 "host master store: the master must be ", o.numel,
+                 " contiguous fp32 elements in host memory");
     }
-    ZOFF_CHECK(master_.scalar_type() == torch::kFloat32 && master_.is_contiguous() &&
-                   master_.is_cpu() && static_cast<size_t>(master_.numel()) == o.numel,
-               "host master store: the master must be ", o.numel,
-               " contiguous fp32 elements in host memory");
     const optim::StateMemory memory = [this](const std::string& name, size_t bytes) {
       states_.push_back(tier_->allocate(name, bytes));
       return states_.back()->host_data();
@@ -120,41 +127,59 @@ class HostMasterStore : public MasterStore {
                                              o.segment_numel, memory);
   }
 
-  size_t numel() const override { return static_cast<size_t>(master_.numel()); }
+  size_t numel() const override { return numel_; }
   void fill(size_t offset, const float* values, size_t n) override {
+    if (split_) return split_->fill(offset, values, n);
     std::memcpy(master_.data_ptr<float>() + offset, values, n * sizeof(float));
   }
   void finish_fill() override {}
 
+  // The split master steps the copy it was bound to: out.out16 (or the pieces) are that copy.
   void step(const float* grads, double lr, const StepOutput& out) override {
+    if (split_) {
+      settled_ += split_->step(*optimizer_, grads, lr);
+      return;
+    }
     optimizer_->step(master_.data_ptr<float>(), grads, lr, out.copy_out, out.out16);
   }
   void step_scattered(const float* grads, double lr, optim::CopyOut copy_out,
                       const optim::CopyOutPieces& pieces) override {
+    if (split_) {
+      settled_ += split_->step(*optimizer_, grads, lr);
+      return;
+    }
     optimizer_->step_scattered(master_.data_ptr<float>(), grads, lr, copy_out, pieces);
   }
+  void bind_compute_copy(const torch::Tensor& copy) override { split().bind(copy); }
+  void bind_compute_pieces(const optim::CopyOutPieces& pieces) override { split().bind(pieces); }
+  bool split_master() const override { return split_ != nullptr; }
+  uint64_t settled_count() const override { return settled_; }
 
   std::vector<StateSection> sections(int64_t offset, int64_t numel) override {
     std::vector<StateSection> out;
-    out.push_back(memory_section("master", "F32", numel, master_.data_ptr<float>() + offset));
+    out.push_back(split_
+                      ? split_section(offset, numel)
+                      : memory_section("master", "F32", numel, master_.data_ptr<float>() + offset));
     for (auto& [name, st] : optimizer_->stored_state_buffers()) {
       add_stored_sections(name, st, offset, numel, &out);
     }
     return out;
   }
   void share_slices(dist::Comm& comm, int64_t slice_numel) override {
+    ZOFF_CHECK(!split_, "host master store: stage 0 keeps an fp32 master, not a split one");
     for (auto& [name, st] : optimizer_->stored_state_buffers()) {
       gather_stored(comm, st, slice_numel);
     }
     gather_pieces(comm, master_.data_ptr<float>(), slice_numel, torch::kFloat32);
   }
   void read_master(size_t offset, size_t n, float* dst) override {
+    if (split_) return split_->read(offset, n, dst);
     std::memcpy(dst, master_.data_ptr<float>() + offset, n * sizeof(float));
   }
   void set_step_count(int64_t applied_steps) override { optimizer_->set_step_count(applied_steps); }
   StoreBytes bytes() const override {
     StoreBytes b;
-    b.memory_master = numel() * sizeof(float);
+    b.memory_master = numel() * (split_ ? sizeof(uint16_t) : sizeof(float));
     b.memory_states = optimizer_->state_bytes();
     return b;
   }
@@ -162,12 +187,36 @@ class HostMasterStore : public MasterStore {
   optim::ShardOptimizer* memory_optimizer() override { return optimizer_.get(); }
 
  private:
-  // Destroyed in reverse: the optimizer, then its states' regions, then the tier (the
-  // master's region goes with the last tensor that views it).
+  HostSplitMaster& split() {
+    ZOFF_CHECK(split_ != nullptr, "host master store: it keeps an fp32 master, not a split one");
+    return *split_;
+  }
+  // The master's section of a split master: fp32 values, joined as read and split as
+  // written (elements [offset, offset + numel) of the store).
+  StateSection split_section(int64_t offset, int64_t numel) {
+    StateSection s;
+    s.name = "master";
+    s.numel = numel;
+    HostSplitMaster* m = split_.get();
+    s.read = [m, offset](int64_t at, int64_t n, void* dst) {
+      m->read(static_cast<size_t>(offset + at), static_cast<size_t>(n), static_cast<float*>(dst));
+    };
+    s.write = [m, offset](int64_t at, int64_t n, const void* src) {
+      m->write(static_cast<size_t>(offset + at), static_cast<size_t>(n),
+               static_cast<const float*>(src));
+    };
+    return s;
+  }
+
+  // Destroyed in reverse: the optimizer, then the split master's and the states' regions,
+  // then the tier (the master's region goes with the last tensor that views it).
   std::shared_ptr<offload::Tier> tier_;
+  size_t numel_;
   std::vector<std::unique_ptr<offload::TierRegion>> states_;
+  std::unique_ptr<HostSplitMaster> split_;  // the split master, else master_
   torch::Tensor master_;
   std::unique_ptr<optim::ShardOptimizer> optimizer_;
+  uint64_t settled_ = 0;
 };
 
 }  // namespace

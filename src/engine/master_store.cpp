@@ -38,7 +38,10 @@ void MasterStore::finish_step() {
 }
 void MasterStore::abandon_step() {}
 void MasterStore::bind_compute_copy(const torch::Tensor&) {
-  throw Error("master store: the split master needs a disk store");
+  throw Error("master store: this store keeps no split master");
+}
+void MasterStore::bind_compute_pieces(const optim::CopyOutPieces&) {
+  throw Error("master store: a scattered split-master copy needs a host store");
 }
 double MasterStore::take_grads(size_t, const float*, size_t, bool, int) {
   throw Error("master store: gradients are kept by a disk store only");

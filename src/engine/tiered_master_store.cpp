@@ -99,6 +99,8 @@ class TieredMasterStore : public MasterStore {
     b.host_buffers = tiered_->host_bytes() - tiered_->scale_bytes();
     return b;
   }
+  bool split_master() const override { return tiered_->split_master(); }
+  uint64_t settled_count() const override { return tiered_->settled_count(); }
   TieredOptimizer* tiered() override { return tiered_.get(); }
   const TieredOptimizer* tiered() const override { return tiered_.get(); }
   std::string io_description() const override { return tier_->io_description(); }

@@ -24,7 +24,7 @@ class WholeComputeParams final : public ComputeParams {
     whole_ = std::make_unique<WholeParams>(*s_.layout, s_.comm, wo);
   }
 
-  void attach(torch::Tensor master, MasterStore& /*store*/) override {
+  void attach(torch::Tensor master, MasterStore& store) override {
     master_ = std::move(master);
     if (stage() == 0) {  // the optimizer runs over the whole buffer
       output_ = whole_->flat();
@@ -35,6 +35,8 @@ class WholeComputeParams final : public ComputeParams {
     in_step_ = whole_->shared() && !fp32() && !s_.placement.optimizer_on_disk() &&
                !s_.placement.delayed_update;
     if (in_step_) own_pieces_ = whole_->own_pieces();
+    // A split master in memory keeps its copy half in those pieces.
+    if (in_step_ && s_.placement.split_master) store.bind_compute_pieces(own_pieces_);
     make_shard_space(/*none=*/in_step_);
     output_ = shard_space_;
   }
@@ -97,6 +99,12 @@ class WholeComputeParams final : public ComputeParams {
       return;
     }
     copy_master_to_shard();
+    if (in_step_ && !master_.defined()) {
+      // A split master's copy half is this rank's pieces, written with the master: once
+      // every rank has written, every piece is there.
+      s_.comm->barrier();
+      return;
+    }
     // Without a 16-bit shard (in_step_): rounded from the master, as the fused pass rounds
     // (nearest even).
     whole_->publish(in_step_ ? master_ : shard_space_);

@@ -173,12 +173,15 @@ void ZeroEngine::setup_states() {
   so.sub_groups.grads_streamed = placement_.grads == placement::GradStore::kStreamed;
   so.sub_groups.stream_buffers = offload.stream_buffers;
   so.sub_groups.split_master = placement_.split_master;
+  so.split_master = placement_.split_master && !placement_.optimizer_on_disk();
   store_ = make_master_store(placement_.optimizer, "zoff_rank" + std::to_string(comm_->rank()),
                              config_, so);
   if (store_->tiered() != nullptr) store_->tiered()->set_meter(&step_meter_);
   params_->attach(store_->master(), *store_);
-  // The split master's copy half in memory (stage 3's on disk is the output region).
-  if (placement_.split_master && !placement_.params_on_disk()) {
+  // The split master's copy half in memory: the shard the step writes (stage 3's on disk is
+  // the output region; one copy per host binds its pieces in attach()).
+  if (placement_.split_master && !placement_.params_on_disk() &&
+      params_->optimizer_output().defined()) {
     store_->bind_compute_copy(params_->optimizer_output());
   }
   sink_ = std::make_unique<GradSink>(*store_, placement_, comm_->size());

@@ -14,7 +14,8 @@ optim::ShardOptimizer& ZeroEngine::optimizer() {
 torch::Tensor ZeroEngine::master_shard() {
   torch::Tensor master = store_->master();
   ZOFF_CHECK(master.defined(),
-             "master_shard(): the master lives in the nvme tier (use state_sections())");
+             "master_shard(): the master is not an fp32 tensor in memory (it is on disk, or split: "
+             "use state_sections())");
   ZOFF_CHECK(!update_pending(), "master_shard() during a delayed update: synchronize() first");
   // Stage 0's master is the whole buffer, whose single region splits rank by rank.
   return stage() == 0 ? master.narrow(0, shard_.offset, shard_.size) : master;
@@ -22,7 +23,8 @@ torch::Tensor ZeroEngine::master_shard() {
 
 std::vector<std::pair<std::string, torch::Tensor>> ZeroEngine::optimizer_state_shard() {
   ZOFF_CHECK(store_->master().defined(),
-             "optimizer_state_shard(): the states live in the nvme tier (use state_sections())");
+             "optimizer_state_shard(): no fp32 master in memory (on disk, or split: use "
+             "state_sections())");
   ZOFF_CHECK(!update_pending(),
              "optimizer_state_shard() during a delayed update: synchronize() first");
   ZOFF_CHECK_ARG(config_.optimizer.state_dtype == "fp32",

@@ -33,6 +33,11 @@ constexpr double kCheckpointingStep = 1.33;
 //    each sub-group in memory; counted as the 4-byte master's step (listed first, so chosen
 //    when both fit).
 constexpr double kSplitMasterStep = 1.0;
+//  - the split master in memory: the fused pass also joins and splits every master (in
+//    L2), at 0.87x (fp32 states) and 0.71x (int8) the 4-byte master's rate (`zoff bench
+//    optim`, 50M parameters), on a pass of a few percent of a gpt step: chosen only when
+//    the 2 bytes of RAM per element it saves are needed.
+constexpr double kSplitMasterInMemoryStep = 1.01;
 //  - the gradient shard on disk: each reduced bucket read, added and written back, and read
 //    again with its sub-group (streamed gradients are consumed by the overlapped step the
 //    disk candidates already count).
@@ -46,7 +51,7 @@ double relative_step(const CandidateSpec& s) {
   if (s.params_on_disk) f *= kParamsOnDiskStep;
   if (s.stage == 3 && !s.params_on_disk) f *= kStage3Step;
   if (s.activation_checkpointing) f *= kCheckpointingStep;
-  if (s.split_master) f *= kSplitMasterStep;
+  if (s.split_master) f *= s.optimizer_on_disk ? kSplitMasterStep : kSplitMasterInMemoryStep;
   if (s.gradients == "nvme") f *= kGradsOnDiskStep;
   return f;
 }
@@ -96,7 +101,7 @@ bool expressible(const config::Config& base, const CandidateSpec& s) {
 }
 
 // Every candidate `base` can run on `world` ranks: each placement with each state dtype,
-// with and without activation checkpointing, and on disk with bf16 the split master or not,
+// with and without activation checkpointing, and with bf16 the split master or not,
 // the gradients where gradient_places() allows.
 std::vector<CandidateSpec> candidate_specs(const config::Config& base, int world) {
   std::vector<CandidateSpec> out;
@@ -109,7 +114,10 @@ std::vector<CandidateSpec> candidate_specs(const config::Config& base, int world
           spec.states = states;
           spec.activation_checkpointing = checkpointing;
           spec.split_master = split;
-          if (split && !(place.optimizer_on_disk && base.bf16)) continue;
+          // In memory the delayed update steps an fp32 master of its own.
+          if (split && !(base.bf16 && (place.optimizer_on_disk ||
+                                       !base.zero.offload_optimizer.delayed_param_update)))
+            continue;
           if (!expressible(base, spec)) continue;
           for (const std::string& grads : gradient_places(base, spec)) {
             spec.gradients = grads;
@@ -139,7 +147,8 @@ config::Config candidate_config(const config::Config& base, const CandidateSpec&
   c.activation_checkpointing = s.activation_checkpointing;
   // Written either way where it applies, so the config says which master it plans for.
   c.zero.offload_optimizer.split_master.reset();
-  if (s.optimizer_on_disk && c.bf16) c.zero.offload_optimizer.split_master = s.split_master;
+  if (c.bf16 && (s.optimizer_on_disk || s.split_master))
+    c.zero.offload_optimizer.split_master = s.split_master;
   // Through the parser once: every rule a written config meets when it is read back.
   return config::parse_config(config::normalized_config_json(c), base.world_size);
 }

@@ -104,6 +104,32 @@ class FusedShardOptimizer final : public ShardOptimizer {
     });
   }
 
+  size_t step_split(uint16_t* copy, uint16_t* ext, const float* grads, double lr) override {
+    size_t settled = 0;
+    counted_step(lr, [&] {
+      step_segments([&](size_t b, size_t n, const StateSpan* at) {
+        settled += span_.step_split_span(
+            copy == nullptr ? nullptr : copy + b, ext == nullptr ? nullptr : ext + b,
+            grads == nullptr ? nullptr : grads + b, at, n, SpanPlace{0, n});
+      });
+    });
+    return settled;
+  }
+
+  size_t step_split_scattered(const CopyOutPieces& copy_pieces, uint16_t* ext, const float* grads,
+                              double lr) override {
+    check_scattered_out(copy_pieces, numel_);
+    size_t settled = 0;
+    counted_step(lr, [&] {
+      step_segments([&](size_t b, size_t n, const StateSpan* at) {
+        settled +=
+            span_.step_split_span(copy_pieces, b, ext == nullptr ? nullptr : ext + b,
+                                  grads == nullptr ? nullptr : grads + b, at, n, SpanPlace{0, n});
+      });
+    });
+    return settled;
+  }
+
   size_t numel() const override { return numel_; }
   int64_t step_count() const override { return span_.step_count(); }
 

@@ -94,6 +94,14 @@ void ShardOptimizer::step_scattered(float* params, const float* grads, double lr
   out.scatter(0, copy.size(), copy.data());
 }
 
+size_t ShardOptimizer::step_split(uint16_t*, uint16_t*, const float*, double) {
+  throw UsageError("optimizer " + name() + ": the split master needs the fused backend");
+}
+
+size_t ShardOptimizer::step_split_scattered(const CopyOutPieces&, uint16_t*, const float*, double) {
+  throw UsageError("optimizer " + name() + ": the split master needs the fused backend");
+}
+
 std::map<std::string, StoredState> ShardOptimizer::stored_state_buffers() {
   std::map<std::string, StoredState> stored;
   for (auto& [name, ptr] : state_buffers()) {

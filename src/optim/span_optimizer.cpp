@@ -2,6 +2,7 @@
 #include "zoff/optim/span_optimizer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "shard_optimizer_backends.h"
@@ -10,6 +11,7 @@
 #include "zoff/optim/compressed_adam.h"
 #include "zoff/optim/kernels.h"
 #include "zoff/optim/simd_dispatch.h"
+#include "zoff/optim/split_master.h"
 
 namespace zoff::optim {
 namespace {
@@ -274,6 +276,101 @@ void SpanOptimizer::step_compressed(float* params, const float* grads, const Sta
       fused_adam_int8_states(c, params + r, grads + r, s, rk, copy_out, dst);
     });
   });
+}
+
+// The split step: n elements, each thread on its own block-aligned range, which it joins,
+// updates and splits again kSplitChunk elements at a time.
+void SpanOptimizer::check_split(const uint16_t* ext, const float* grads, const StateSpan* states,
+                                size_t n, SpanPlace place) const {
+  ZOFF_CHECK_ARG(n == 0 || (ext != nullptr && grads != nullptr),
+                 "optimizer split step: ", ext == nullptr ? "the extensions" : "the gradients",
+                 " are null for ", n, " elements");
+  detail::check_step_arguments(nullptr, nullptr, lr_, CopyOut::kNone, nullptr, 0);
+  check_states(states, n, place);
+}
+
+size_t SpanOptimizer::step_split_span(uint16_t* copy, uint16_t* ext, const float* grads,
+                                      const StateSpan* states, size_t n, SpanPlace place) {
+  check_split(ext, grads, states, n, place);
+  ZOFF_CHECK_ARG(n == 0 || copy != nullptr, "optimizer split step: the copy is null for ", n,
+                 " elements");
+  return step_split(ext, grads, states, n, detail::CopyOutDest(CopyOut::kBf16, copy));
+}
+
+size_t SpanOptimizer::step_split_span(const CopyOutPieces& copy_pieces, size_t out_begin,
+                                      uint16_t* ext, const float* grads, const StateSpan* states,
+                                      size_t n, SpanPlace place) {
+  check_split(ext, grads, states, n, place);
+  ZOFF_CHECK_ARG(out_begin <= copy_pieces.numel() && n <= copy_pieces.numel() - out_begin,
+                 "optimizer split step: a span of ", n, " elements from copy element ", out_begin,
+                 " runs past the copy's ", copy_pieces.numel());
+  return step_split(ext, grads, states, n,
+                    detail::CopyOutDest(CopyOut::kBf16, &copy_pieces, out_begin));
+}
+
+SpanOptimizer::RangeKernel SpanOptimizer::range_kernel(const StateSpan* states) const {
+  const int64_t t = step_ + 1;
+  if (state_dtype_ == StateDtype::kBf16) {
+    const auto c = adam_coefficients(options_, lr_, t);
+    auto* m = static_cast<uint16_t*>(states[0].data);
+    auto* v = static_cast<uint16_t*>(states[1].data);
+    return [c, m, v](float* p, const float* g, size_t at, size_t n) {
+      fused_adam_bf16_states(c, p, g, m + at, v + at, n, CopyOut::kNone, nullptr);
+    };
+  }
+  if (state_dtype_ == StateDtype::kInt8) {
+    const auto c = adam_coefficients(options_, lr_, t);
+    return [c, m = states[0], v = states[1]](float* p, const float* g, size_t at, size_t n) {
+      const Int8AdamStates s{static_cast<int8_t*>(m.data) + at, m.scales + at / kStateBlock,
+                             static_cast<uint8_t*>(v.data) + at, v.scales + at / kStateBlock};
+      fused_adam_int8_states(c, p, g, s, n, CopyOut::kNone, nullptr);
+    };
+  }
+  const FloatStates f = floats_of(states, states_.size());
+  switch (kind_) {
+    case Kind::kSgd:
+      return [c = sgd_coefficients(options_, lr_, t), buf = states_.empty() ? nullptr : f.p[0]](
+                 float* p, const float* g, size_t at, size_t n) {
+        fused_sgd(c, p, g, buf == nullptr ? nullptr : buf + at, n, CopyOut::kNone, nullptr);
+      };
+    case Kind::kAdagrad:
+      return [c = adagrad_coefficients(options_, lr_, t), sum = f.p[0]](float* p, const float* g,
+                                                                        size_t at, size_t n) {
+        fused_adagrad(c, p, g, sum + at, n, CopyOut::kNone, nullptr);
+      };
+    case Kind::kAdam:
+      break;
+  }
+  return
+      [c = adam_coefficients(options_, lr_, t), f](float* p, const float* g, size_t at, size_t n) {
+        fused_adam(c, p, g, f.p[0] + at, f.p[1] + at, n, CopyOut::kNone, nullptr);
+      };
+}
+
+size_t SpanOptimizer::step_split(uint16_t* ext, const float* grads, const StateSpan* states,
+                                 size_t n, const detail::CopyOutDest& copy) {
+  if (n == 0) return 0;
+  // Elements joined, updated and split per pass on one thread: the joined masters (64 KiB
+  // of fp32) stay in L2 between the three; a whole number of int8 blocks.
+  constexpr size_t kSplitChunk = 8 * kStateBlock;
+  const RangeKernel kernel = range_kernel(states);
+  std::atomic<size_t> settled{0};
+  run_split_blocks(n, [&](size_t b, size_t k) {
+    std::vector<float> master(std::min(k, kSplitChunk));
+    size_t mine = 0;
+    for (size_t c = b; c < b + k; c += kSplitChunk) {
+      const size_t m = std::min(kSplitChunk, b + k - c);
+      copy.runs(c, m, [&](size_t r, size_t rk, uint16_t* dst) {
+        split_master_decode(dst, ext + r, rk, master.data() + (r - c));
+      });
+      kernel(master.data(), grads + c, c, m);
+      copy.runs(c, m, [&](size_t r, size_t rk, uint16_t* dst) {
+        mine += split_master_encode_from(master.data() + (r - c), rk, dst, ext + r);
+      });
+    }
+    settled += mine;
+  });
+  return settled.load();
 }
 
 void SpanOptimizer::set_step_count(int64_t step) {

@@ -199,16 +199,26 @@ std::string why_not_streamed(const config::Config& c) {
   return "";
 }
 
-// offload_optimizer.split_master: unset, wherever it applies; true, there or an error.
-bool resolve_split_master(const config::Config& c, const Placement& p) {
+// offload_optimizer.split_master. Unset: on with the optimizer on disk, where it halves the
+// master's file at no cost; off with it in memory, where it saves 2 bytes of RAM per element
+// but every step joins and splits the masters (and every existing run keeps its numbers).
+// false: off; true: on, and an error where it cannot apply.
+std::string why_no_split_master(const PlacementContext& ctx, const Placement& p) {
+  if (p.precision != Precision::kBf16)
+    return "bf16 (the extension completes a bf16 parameter to its fp32 master)";
+  if (p.optimizer_on_disk()) return "";
+  if (p.stage == 0) return "stage >= 1 (stage 0 keeps the whole fp32 master on every rank)";
+  if (p.delayed_update) return "delayed_param_update = false (it steps its own fp32 master)";
+  if (p.compute_on_device) return "the compute on the CPU when the master is in memory";
+  if (ctx.torch_optimizer) return "the fused optimizer backend";
+  return "";
+}
+
+bool resolve_split_master(const config::Config& c, const PlacementContext& ctx,
+                          const Placement& p) {
   const std::optional<bool>& asked = c.zero.offload_optimizer.split_master;
-  if (asked && !*asked) return false;
-  std::string why;
-  if (!p.optimizer_on_disk()) {
-    why = "offload_optimizer.device = nvme (a master in memory stays fp32)";
-  } else if (p.precision != Precision::kBf16) {
-    why = "bf16 (the extension completes a bf16 parameter to its fp32 master)";
-  }
+  if (asked ? !*asked : !p.optimizer_on_disk()) return false;
+  const std::string why = why_no_split_master(ctx, p);
   ZOFF_CHECK_ARG(!asked || why.empty(),
                  "zero_optimization.offload_optimizer.split_master = true needs ", why);
   return why.empty();
@@ -230,7 +240,7 @@ Placement resolve(const config::Config& config, const PlacementContext& context,
   p.grads = resolve_grads(config, context, announce);
   p.master_is_params =
       master_is_params(p.precision, p.stage, p.optimizer.store, p.compute_on_device);
-  p.split_master = resolve_split_master(config, p);
+  p.split_master = resolve_split_master(config, context, p);
   p.params_per_host = p.stage >= 1 && p.stage <= 2 && context.world > 1 &&
                       config.zero.host_shared_params && !p.compute_on_device;
   const int64_t param_bytes = context.shard_elems * std::max(context.world, 1) *

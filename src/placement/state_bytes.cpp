@@ -49,7 +49,7 @@ StateBytes state_bytes(const Placement& p, const StateShape& shape) {
     b.disk_states = shape.states * shard * stored;
     b.memory_states = shape.states * scales;
   } else {
-    b.memory_master = p.master_is_params ? 0 : shard * 4;
+    b.memory_master = p.master_is_params ? 0 : shard * (p.split_master ? 2 : 4);
     b.memory_states = shape.states * (shard * stored + scales);
   }
   return b;

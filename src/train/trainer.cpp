@@ -107,13 +107,13 @@ void print_nvme_tier(const engine::ZeroEngine& engine) {
 // The split master's odd ties over the run's steps on this rank: how far it is from the
 // 4-byte master's training (each one moved one element by one fp32 ulp).
 void print_split_master(const engine::ZeroEngine* engine, int64_t steps, bool leader) {
-  const auto* t = engine != nullptr ? engine->tiered() : nullptr;
-  if (t == nullptr || !t->split_master() || !leader || steps <= 0) return;
-  const double updates = static_cast<double>(t->numel()) * static_cast<double>(steps);
+  if (engine == nullptr || !engine->placement().split_master || !leader || steps <= 0) return;
+  const uint64_t settled = engine->split_master_settled();
+  const size_t numel = engine->store_numel();
+  const double updates = static_cast<double>(numel) * static_cast<double>(steps);
   std::printf("split master: %llu odd ties settled in %lld steps of %zu elements (1 in %.3g)\n",
-              static_cast<unsigned long long>(t->settled_count()), static_cast<long long>(steps),
-              t->numel(),
-              t->settled_count() > 0 ? updates / static_cast<double>(t->settled_count()) : 0.0);
+              static_cast<unsigned long long>(settled), static_cast<long long>(steps), numel,
+              settled > 0 ? updates / static_cast<double>(settled) : 0.0);
 }
 
 // --save-model FILE.safetensors streams the model (model_safetensors.h); any other name

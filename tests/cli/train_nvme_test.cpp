@@ -234,14 +234,9 @@ TEST(TrainNvmeGradients, StageThreeWithEverythingOnDiskIsBitwiseTheCpuOffloadRun
   EXPECT_TRUE(std::filesystem::is_empty(nvme)) << "tier files left behind";
 }
 
-// A checkpoint streams the states out of the tier and back in (the split master joined
-// into fp32 and split again): resuming at step 5 gives the uninterrupted run's last five
-// losses and final parameters bit for bit.
-TEST(TrainNvmeCheckpoint, ResumeIsBitwiseTheUninterruptedRun) {
-  TempDir dir;
-  const std::string nvme = dir.file("nvme");
-  std::filesystem::create_directories(nvme);
-  const auto config = tiny_config(2, "nvme", nvme, /*split=*/true);
+// `config` on 2 ranks resumed at step 5 of 10 from a checkpoint: the uninterrupted run's last
+// five losses and final parameters, bit for bit.
+void expect_resume_is_bitwise(const TempDir& dir, const nlohmann::json& config) {
   const auto whole = tiny_job(dir, "whole", config, 2);
   auto r = run_train(whole);
   ASSERT_EQ(r.exit_code, 0) << describe(r);
@@ -264,6 +259,81 @@ TEST(TrainNvmeCheckpoint, ResumeIsBitwiseTheUninterruptedRun) {
   const auto pa = load_model_archive(whole.save_model_path);
   const auto pb = load_model_archive(second.save_model_path);
   for (const auto& [name, t] : pa) EXPECT_TRUE(torch::equal(t, pb.at(name))) << name;
+}
+
+// A checkpoint streams the states out of the tier and back in (the split master joined
+// into fp32 and split again).
+TEST(TrainNvmeCheckpoint, ResumeIsBitwiseTheUninterruptedRun) {
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  std::filesystem::create_directories(nvme);
+  expect_resume_is_bitwise(dir, tiny_config(2, "nvme", nvme, /*split=*/true));
+}
+
+// (stage, world, state dtype)
+class TrainSplitMasterInMemory
+    : public ::testing::TestWithParam<std::tuple<int, int, std::string>> {};
+
+// The split master in host memory (offload_optimizer cpu, split_master true) steps the
+// values the split master on disk steps: losses, gradient norms and final parameters bit
+// for bit, with half the 4-byte master's bytes in memory. World 2 at stages 1-2 keeps the
+// copy half in the pieces of the one copy of the parameters per host.
+TEST_P(TrainSplitMasterInMemory, IsBitwiseTheSplitMasterOnDisk) {
+  const auto [stage, world, states] = GetParam();
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  std::filesystem::create_directories(nvme);
+  auto disk_config = tiny_config(stage, "nvme", nvme, /*split=*/true);
+  auto full_config = tiny_config(stage, "cpu", "");
+  auto split_config = full_config;
+  split_config["zero_optimization"]["offload_optimizer"]["split_master"] = true;
+  std::vector<TrainJob> jobs;
+  for (auto* c : {&disk_config, &full_config, &split_config}) {
+    (*c)["optimizer"]["state_dtype"] = states;
+    (*c)["train_batch_size"] = 16 * world;  // one micro-batch of 16 per rank
+    jobs.push_back(tiny_job(dir, "run" + std::to_string(jobs.size()), *c, world));
+    const auto r = run_train(jobs.back());
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    EXPECT_EQ(r.out.find("master (split)") != std::string::npos, c != &full_config) << r.out;
+  }
+  expect_same_run(jobs[0], jobs[2]);
+  const auto full = read_step_log(jobs[1].log_path).back()["mem"];
+  const auto split = read_step_log(jobs[2].log_path).back()["mem"];
+  EXPECT_EQ(split["offload"]["master"].get<int64_t>() * 2,
+            full["offload"]["master"].get<int64_t>());
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesWorldsStates, TrainSplitMasterInMemory,
+                         ::testing::Values(std::make_tuple(1, 2, "fp32"),
+                                           std::make_tuple(2, 1, "bf16"),
+                                           std::make_tuple(3, 3, "int8")),
+                         [](const auto& info) {
+                           return "Stage" + std::to_string(std::get<0>(info.param)) + "World" +
+                                  std::to_string(std::get<1>(info.param)) + std::get<2>(info.param);
+                         });
+
+// Its checkpoint: the master's section joined as read and split as written, the copy half
+// in the host's one copy of the parameters.
+TEST(TrainSplitMasterInMemoryCheckpoint, ResumeIsBitwiseTheUninterruptedRun) {
+  TempDir dir;
+  auto config = tiny_config(2, "cpu", "");
+  config["zero_optimization"]["offload_optimizer"]["split_master"] = true;
+  expect_resume_is_bitwise(dir, config);
+}
+
+// Where it cannot apply, asking for it is one line naming the key and what it needs.
+TEST(TrainSplitMasterInMemoryRefusal, WhereItCannotApplyIsOneLineAndExit2) {
+  TempDir dir;
+  auto config = tiny_config(2, "cpu", "");
+  config["zero_optimization"]["offload_optimizer"]["split_master"] = true;
+  config["zero_optimization"]["offload_optimizer"]["delayed_param_update"] = {{"enabled", true}};
+  auto r = run_train(tiny_job(dir, "delayed", config, 1));
+  expect_one_line_refusal(r, {"split_master = true needs delayed_param_update = false"});
+  config = tiny_config(2, "cpu", "");
+  config["zero_optimization"]["offload_optimizer"]["split_master"] = true;
+  config["bf16"] = {{"enabled", false}};
+  r = run_train(tiny_job(dir, "fp32", config, 1));
+  expect_one_line_refusal(r, {"split_master = true needs bf16"});
 }
 
 // An injected EIO in the middle of step 4's write-back: every rank stops with one line

@@ -38,9 +38,9 @@ TEST(PlanChoice, CandidatesArePlannedAsTheirConfigsAndSortedCheapestFirst) {
   for (const int world : {1, 3}) {
     const MachineBudget budget{64 * kGiB, 64 * kGiB};
     const auto c = plan_candidates(base_config(world), world, "/var/tmp/x", model, budget);
-    // In memory: 3 state dtypes x checkpointing or not; on disk (stage 2, stage 3 with the
-    // parameters), also the split master or not x gradients in memory or streamed.
-    ASSERT_EQ(c.size(), (world > 1 ? 2u : 1u) * 3u * 2u + 2u * 3u * 2u * 2u * 2u);
+    // In memory: 3 state dtypes x checkpointing or not x the split master or not; on disk
+    // (stage 2, stage 3 with the parameters), also x gradients in memory or streamed.
+    ASSERT_EQ(c.size(), (world > 1 ? 2u : 1u) * 3u * 2u * 2u + 2u * 3u * 2u * 2u * 2u);
     for (size_t i = 0; i < c.size(); ++i) {
       if (i > 0) {
         EXPECT_LE(c[i - 1].relative_step, c[i].relative_step) << c[i].name;

@@ -31,7 +31,7 @@ void expect_bench_keys(const nlohmann::json& j) {
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j.size(), 5u);
   for (const char* k : {"adamw", "adamw_bf16_out", "adam", "sgd", "adagrad", "adamw_bf16_states",
-                        "adamw_int8_states"}) {
+                        "adamw_int8_states", "adamw_split_master", "adamw_int8_split_master"}) {
     EXPECT_GT(j.at("zoff").at(k).get<double>(), 0.0) << k;
   }
   for (const char* k : {"adamw", "adam", "sgd", "adagrad"}) {
@@ -41,17 +41,20 @@ void expect_bench_keys(const nlohmann::json& j) {
        {"adam_fp32", "adam_bf16_out", "adam_fp32_omp", "adam_bf16_states", "adam_int8_states"}) {
     EXPECT_GT(j.at("probe").at(k).get<double>(), 0.0) << k;
   }
-  EXPECT_EQ(j.at("zoff").size(), 7u);
+  EXPECT_EQ(j.at("zoff").size(), 9u);
   for (const char* k : {"adamw", "adam"}) {  // measured by itself, as the OpenMP probe is
     EXPECT_GT(j.at("alone").at(k).get<double>(), 0.0) << k;
   }
   EXPECT_EQ(j.at("alone").size(), 2u);
   // Bytes per parameter: 28 (fp32 states), 20 + 2 (bf16 states), 16 + 2 + scales (int8).
   const auto& bytes = j.at("bytes_per_param");
-  EXPECT_EQ(bytes.size(), 7u);
+  EXPECT_EQ(bytes.size(), 9u);
   EXPECT_DOUBLE_EQ(bytes.at("adamw").get<double>(), 28.0);
   EXPECT_DOUBLE_EQ(bytes.at("adamw_bf16_states").get<double>(), 22.0);
   EXPECT_NEAR(bytes.at("adamw_int8_states").get<double>(), 18.0078, 1e-4);
+  // The split master: 2 bytes less than the same states with the fp32 master's copy-out.
+  EXPECT_DOUBLE_EQ(bytes.at("adamw_split_master").get<double>(), 28.0);
+  EXPECT_NEAR(bytes.at("adamw_int8_split_master").get<double>(), 16.0078, 1e-4);
   EXPECT_EQ(j.at("torch").size(), 4u);
   EXPECT_EQ(j.at("probe").size(), 5u);
 }
@@ -65,7 +68,9 @@ TEST(OptimizerBench, MeasuresEveryKernelAndFormatsIt) {
                            "zoff/probe", "alone/omp", "zoff alone: adam ", "adam_fp32", "adagrad",
                            "adamw_bf16_states", "adamw_int8_states", "B/par", "22.00", "18.01",
                            "states vs fp32 states (AdamW, bf16 copy-out, same run): bf16 ",
-                           "ceiling (the states' probe vs the fp32 kernel, same run): bf16 "}) {
+                           "ceiling (the states' probe vs the fp32 kernel, same run): bf16 ",
+                           "adamw_split_master", "adamw_int8_split_master",
+                           "split master vs fp32 master (AdamW, bf16 copy, same run): fp32 "}) {
     EXPECT_NE(table.find(word), std::string::npos) << word << "\n" << table;
   }
   // The compressed states' ratio is the figure: the rates' quotient, printed.

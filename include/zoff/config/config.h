@@ -60,10 +60,11 @@ struct OffloadConfig {
   // ahead of the step; 0 = 4 x the step's slots, at least 8. Backward waits when all are
   // held.
   int64_t stream_buffers = 0;
-  // nvme with bf16 (zoff): the fp32 master on disk is stored as the bf16 parameter plus a
-  // 16-bit extension (optim/split_master.h), 2 bytes per element on disk instead of 4.
-  // Unset (default): on wherever it applies (bf16, the optimizer on disk, the fused
-  // backend); false: the 4-byte master; true: on, and an error where it cannot apply.
+  // bf16 (zoff): the fp32 master is stored as the bf16 parameter plus a 16-bit extension
+  // (optim/split_master.h), 2 bytes per element instead of 4, on disk or in memory.
+  // Unset (default): on with the optimizer on disk (bf16, the fused backend), off with it in
+  // memory; false: the 4-byte master; true: on (in memory: stages 1-3, no delayed update),
+  // and an error where it cannot apply.
   std::optional<bool> split_master;
 };
 

@@ -109,8 +109,14 @@ class MasterStore {
 
   // The split master (placement.split_master) with its bf16 copy in memory: `copy` (numel
   // bf16 elements, the compute parameters the step writes) is the copy half, read by each
-  // step and by the master's sections. A disk store only.
+  // step and by the master's sections.
   virtual void bind_compute_copy(const torch::Tensor& copy);
+  // The same with the copy half scattered over the pieces of one copy of the parameters per
+  // host (stages 1-2, WholeParams::own_pieces). A host store only.
+  virtual void bind_compute_pieces(const optim::CopyOutPieces& pieces);
+  // The split master: whether the store keeps one, and the odd ties its steps settled.
+  virtual bool split_master() const { return false; }
+  virtual uint64_t settled_count() const { return 0; }
 
   // The master and states of elements [offset, offset + numel) as checkpoint sections.
   virtual std::vector<StateSection> sections(int64_t offset, int64_t numel) = 0;
@@ -122,8 +128,8 @@ class MasterStore {
   virtual void set_step_count(int64_t applied_steps) = 0;
   virtual StoreBytes bytes() const = 0;
 
-  // A host store: the master tensor (numel fp32, a view of its region that keeps the region
-  // alive) and the optimizer; else undefined / nullptr.
+  // A host store with an fp32 master: the master tensor (numel fp32, a view of its region
+  // that keeps the region alive); else undefined. A host store: the optimizer, else nullptr.
   virtual torch::Tensor master() const { return {}; }
   virtual optim::ShardOptimizer* memory_optimizer() { return nullptr; }
   // A disk store's streamed optimizer, else nullptr.
@@ -145,6 +151,10 @@ struct MasterStoreOptions {
   size_t segment_numel = 0;
   // A disk store: its sub-groups, streamed gradients and buffers (TieredOptimizer).
   SubGroupOptions sub_groups;
+  // A host store: the split master (placement.split_master): 16-bit extensions instead of
+  // an fp32 master, the copy half bound with bind_compute_copy() or bind_compute_pieces()
+  // before the first step (the fused backend only).
+  bool split_master = false;
 };
 
 // The store for `place`, in the tier placement::make_tier makes for it (owned by `owner`:

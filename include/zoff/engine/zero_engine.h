@@ -143,6 +143,10 @@ class ZeroEngine {
   optim::ShardOptimizer& optimizer();
   // The NVMe-streamed optimizer, or nullptr.
   const TieredOptimizer* tiered() const { return store_->tiered(); }
+  // The split master (placement().split_master): the odd ties this rank's steps settled
+  // so far, over store_numel() elements.
+  uint64_t split_master_settled() const { return store_->settled_count(); }
+  size_t store_numel() const { return store_->numel(); }
   // "io_uring, O_DIRECT"-style description of the disk tier's I/O, or "" without one.
   std::string nvme_io() const { return store_->io_description(); }
   const LossScaler* loss_scaler() const { return scaler_.get(); }

@@ -70,6 +70,14 @@ class ShardOptimizer {
   // numel() elements and scatters it.
   virtual void step_scattered(float* params, const float* grads, double lr, CopyOut copy_out,
                               const CopyOutPieces& out);
+  // The split master (split_master.h) in place of an fp32 master: one step of the masters
+  // joined from `copy` (their bf16 rounding, numel() elements: contiguous, or scattered over
+  // `copy_pieces`) and `ext` (their 16-bit extensions), both rewritten with the new masters.
+  // Returns how many odd ties were settled. The fused backend only: the default throws
+  // zoff::UsageError.
+  virtual size_t step_split(uint16_t* copy, uint16_t* ext, const float* grads, double lr);
+  virtual size_t step_split_scattered(const CopyOutPieces& copy_pieces, uint16_t* ext,
+                                      const float* grads, double lr);
   virtual size_t numel() const = 0;
   virtual int64_t step_count() const = 0;
   // Bytes of optimizer state held (m, v, momentum buffers...), not counting params.

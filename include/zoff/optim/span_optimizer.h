@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,16 @@ class SpanOptimizer {
   // out_begin + i of `out` goes. Throws zoff::UsageError when the span runs past `out`.
   void step_span(float* params, const float* grads, const StateSpan* states, size_t n,
                  SpanPlace place, CopyOut copy_out, const CopyOutPieces& out, size_t out_begin);
+  // The split master (split_master.h) in place of fp32 masters: each element's master is
+  // joined from its bf16 copy and its 16-bit extension `ext` (n elements), stepped as
+  // step_span() steps it, and split back into both; the copy is then the new master's
+  // rounding to nearest even (what CopyOut::kBf16 writes) and odd ties are settled. The copy
+  // is contiguous at `copy`, or element out_begin + i of `copy_pieces`. Returns how many odd
+  // ties were settled. Throws zoff::UsageError like step_span(), or on a null copy or ext.
+  size_t step_split_span(uint16_t* copy, uint16_t* ext, const float* grads, const StateSpan* states,
+                         size_t n, SpanPlace place);
+  size_t step_split_span(const CopyOutPieces& copy_pieces, size_t out_begin, uint16_t* ext,
+                         const float* grads, const StateSpan* states, size_t n, SpanPlace place);
   void end_step();
   // Leaves a step that failed half-way without counting it (the caller restores or
   // refuses to continue; the spans already updated stay updated).
@@ -101,6 +112,14 @@ class SpanOptimizer {
                    const detail::CopyOutDest& out);
   void step_compressed(float* params, const float* grads, const StateSpan* states, size_t n,
                        const detail::CopyOutDest& out);
+  // This step's update of `n` elements from element `at` of a span: params and grads point
+  // at element `at`'s, the states are the span's (no copy-out).
+  using RangeKernel = std::function<void(float* params, const float* grads, size_t at, size_t n)>;
+  RangeKernel range_kernel(const StateSpan* states) const;
+  size_t step_split(uint16_t* ext, const float* grads, const StateSpan* states, size_t n,
+                    const detail::CopyOutDest& copy);
+  void check_split(const uint16_t* ext, const float* grads, const StateSpan* states, size_t n,
+                   SpanPlace place) const;
 
   OptimizerOptions options_;
   Kind kind_ = Kind::kAdam;

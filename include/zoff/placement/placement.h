@@ -58,8 +58,9 @@ struct Placement {
   // fp32 compute with the master beside the parameters in one buffer: no separate master
   // (stage 0 without offload; stage 3 on the CPU with the optimizer in memory).
   bool master_is_params = false;
-  // The fp32 master on disk stored as the bf16 compute copy plus a 16-bit extension
-  // (offload_optimizer.split_master; bf16 with the optimizer on disk): 2 bytes per element.
+  // The fp32 master stored as the bf16 compute copy plus a 16-bit extension
+  // (offload_optimizer.split_master; bf16: by default with the optimizer on disk, asked for
+  // in memory at stages 1-3): 2 bytes per element, on disk or in memory.
   bool split_master = false;
   GradStore grads = GradStore::kMemory;
   // Stage 3: this rank's parameter pieces (kCompute: in memory; or a disk store written by
