@@ -54,9 +54,20 @@ void host_states(const placement::Placement& pl, const Shape& s, RunPlan& p) {
       pl.stage < 3 ? "whole, compute dtype" : "this rank's pieces, compute dtype");
   add(p.host, pl.stage < 2 ? "gradients" : "gradient shard", b.memory_grads,
       pl.stage < 2 ? "whole, fp32" : "fp32");
-  add(p.host, "fp32 master", b.memory_master, "the shard");
+  add(p.host, "fp32 master", b.memory_master,
+      pl.split_master ? "split: 16-bit extensions, the bf16 parameters the other half"
+                      : "the shard");
   add(p.host, pl.optimizer_on_disk() ? "int8 scales" : "optimizer states", b.memory_states,
       pl.optimizer_on_disk() ? "4 bytes per 2048 elements per state" : "the shard, as stored");
+}
+
+// Elements of the `count` largest of the shard's sub-groups (all `group` long but the last):
+// what `count` buffers of a sub-group each touch when each is used for any of them. Pages of
+// a buffer no sub-group reached are mapped but never resident.
+int64_t largest_groups(int64_t shard, int64_t group, int64_t count) {
+  const int64_t groups = (shard + group - 1) / group;
+  if (count >= groups) return shard;
+  return count * group;
 }
 
 // The disk step's staging: sub-group buffer sets, the gradient window or read-add-write
@@ -68,26 +79,28 @@ void step_buffers(const placement::Placement& pl, const config::Config& c, const
   const int64_t shard = s.state.shard;
   const int64_t group = optim::round_sub_group(c.zero.sub_group_size, kTierAlignment,
                                                static_cast<size_t>(shard), s.state_bytes);
+  const int64_t groups = (shard + group - 1) / group;
   const int64_t per_set = 1 + s.state.states;
   const int64_t slots = oo.buffer_count == 0 ? 3 : oo.buffer_count / per_set;
   // A set: the fp32 master, each state as stored, stage 3's compute-dtype copy, and with the
   // split master its extensions (the master buffer holds the joined fp32 values).
-  const int64_t set_bytes = group * (4 + s.state.states * static_cast<int64_t>(s.state_bytes) +
-                                     (pl.params_on_disk() ? s.compute : 0) +
-                                     (pl.split_master ? 2 : 0));
-  add(p.host, "step buffers", slots * set_bytes,
-      std::to_string(slots) + " sets of " + std::to_string(group) + "-element sub-groups");
+  const int64_t element_bytes = 4 + s.state.states * static_cast<int64_t>(s.state_bytes) +
+                                (pl.params_on_disk() ? s.compute : 0) + (pl.split_master ? 2 : 0);
+  add(p.host, "step buffers", largest_groups(shard, group, slots) * element_bytes,
+      std::to_string(std::min(slots, groups)) + " sets of " + std::to_string(group) +
+          "-element sub-groups, as far as sub-groups fill them");
   if (pl.grads == placement::GradStore::kStreamed) {
-    // Allocated as sub-groups fill, so never more than the shard has sub-groups.
-    const int64_t groups = (shard + group - 1) / group;
+    // Allocated as sub-groups fill, so never more than the shard has sub-groups. Sub-groups
+    // no gradient reached read a zero buffer whose pages are never written: the kernel's
+    // zero page, not resident.
     const int64_t cap = oo.stream_buffers > 0 ? oo.stream_buffers : std::max<int64_t>(8, 4 * slots);
     const int64_t buffers = std::min(cap, groups);
-    add(p.host, "zero gradients", group * 4, "one sub-group, for those no gradient reached");
-    add(p.host, "gradient window", buffers * group * 4,
+    add(p.host, "gradient window", largest_groups(shard, group, buffers) * 4,
         std::to_string(buffers) + " sub-groups filled by backward, freed by the step",
         PlanPhase::kBackwardEnd);
   } else if (pl.grads == placement::GradStore::kDisk) {
-    add(p.host, "gradient buffers", slots * group * 4 + group * 4 + 2 * int64_t{kTierAlignment},
+    add(p.host, "gradient buffers",
+        largest_groups(shard, group, slots) * 4 + group * 4 + 2 * int64_t{kTierAlignment},
         "one per set + the read-add-write window");
   }
 }
@@ -172,7 +185,12 @@ RunPlan plan_run(const config::Config& config, int world, const PlanModel& model
      : i.phase == PlanPhase::kBackwardStart ? p.start_bytes
                                             : p.end_bytes) += i.bytes;
   }
-  p.host_bytes = p.always_bytes + std::max(p.start_bytes, p.end_bytes);
+  // Both peaks at once: backward fills the gradient window while the activations of the
+  // blocks it has not reached yet are still held (a backward faster than the disk step
+  // waits for a full window with most of them), and in a run with room glibc's heap keeps
+  // what backward frees for the next step (placement.rss_first_heap) under the window,
+  // which is mapped afresh.
+  p.host_bytes = p.always_bytes + p.start_bytes + p.end_bytes;
   for (const auto& i : p.disk) p.disk_bytes += i.bytes;
   return p;
 }
@@ -195,8 +213,8 @@ std::string to_table(const RunPlan& p) {
       os << line;
     }
   }
-  os << "peak host memory (RSS): " << gb(p.always_bytes) << " + max(" << gb(p.start_bytes) << ", "
-     << gb(p.end_bytes) << ") = " << gb(p.host_bytes) << "\n";
+  os << "peak host memory (RSS): " << gb(p.always_bytes) << " + " << gb(p.start_bytes) << " + "
+     << gb(p.end_bytes) << " = " << gb(p.host_bytes) << "\n";
   os << "disk (nvme tier files of this rank)\n";
   for (const auto& i : p.disk) {
     char line[160];

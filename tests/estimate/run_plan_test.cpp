@@ -89,14 +89,15 @@ TEST(RunPlan, StepBuffersUseTheEnginesSubGroupRounding) {
   // split master's 2-byte extensions.
   EXPECT_EQ(item(p.host, "step buffers"), 3 * group * (4 + 2 + 2 + 2));
   EXPECT_EQ(item(p.host, "gradient window"), 12 * group * 4);  // 4 x 3 sets (of 98)
-  EXPECT_EQ(item(p.host, "zero gradients"), group * 4);
+  // The zero sub-group is read, never written: the kernel's zero page, not resident.
+  EXPECT_EQ(item(p.host, "zero gradients"), 0);
   EXPECT_EQ(item(p.host, "int8 scales"), 2 * ((100000000 + 2047) / 2048) * 4);
   c.zero.offload_optimizer.stream_buffers = 5;
   EXPECT_EQ(item(plan_run(c, 1, m).host, "gradient window"), 5 * group * 4);
-  // A shard of 3 sub-groups never holds more than 3.
+  // A shard of 3 sub-groups never holds more than 3, the last one 5 elements short.
   m.unit_elems = {3 * group - 5};
   c.zero.offload_optimizer.stream_buffers = 0;
-  EXPECT_EQ(item(plan_run(c, 1, m).host, "gradient window"), 3 * group * 4);
+  EXPECT_EQ(item(plan_run(c, 1, m).host, "gradient window"), (3 * group - 5) * 4);
 }
 
 // Without offload the states are in memory: the ZeRO model-state bytes of the stage.
@@ -116,10 +117,19 @@ TEST(RunPlan, InMemoryStatesFollowTheStage) {
   EXPECT_EQ(p.disk_bytes, 0);
   const auto j = nlohmann::json::parse(to_json(p));
   EXPECT_EQ(j.at("host_bytes").get<int64_t>(), p.host_bytes);
+  // The split master in memory, asked for: the 16-bit extensions only (the copy half is the
+  // parameters); unset, the master in memory stays fp32.
+  c.zero.offload_optimizer.split_master = true;
+  const auto split = plan_run(c, 2, m);
+  EXPECT_EQ(item(split.host, "fp32 master"), 600 * 2);
+  EXPECT_EQ(split.host_bytes, p.host_bytes - 600 * 2);
+  c.zero.offload_optimizer.device = "cpu";
+  c.zero.offload_optimizer.split_master.reset();
+  EXPECT_EQ(item(plan_run(c, 2, m).host, "fp32 master"), 600 * 4);
 }
 
-// Peak host memory: what is there all along, plus the larger of the two peaks of backward.
-TEST(RunPlan, HostIsAlwaysPlusTheLargerPhase) {
+// Peak host memory: what is there all along plus both peaks of backward, which overlap.
+TEST(RunPlan, HostIsAlwaysPlusBothPhases) {
   PlanModel m;
   m.unit_elems = {100000000};
   m.activation_bytes = 7000000000;
@@ -127,10 +137,22 @@ TEST(RunPlan, HostIsAlwaysPlusTheLargerPhase) {
   const auto p = plan_run(on_disk("stream", "int8"), 1, m);
   EXPECT_EQ(p.start_bytes, 7000000000);
   EXPECT_EQ(p.end_bytes, item(p.host, "gradient window") + 1000);
-  EXPECT_EQ(p.host_bytes, p.always_bytes + 7000000000);
-  m.activation_bytes = 0;
-  const auto q = plan_run(on_disk("stream", "int8"), 1, m);
-  EXPECT_EQ(q.host_bytes, q.always_bytes + q.end_bytes);
+  EXPECT_EQ(p.host_bytes, p.always_bytes + 7000000000 + p.end_bytes);
+}
+
+// Buffers of a sub-group size the shard never fills are counted as far as its sub-groups
+// fill them: a 2.5-group shard touches two whole buffer sets and half of a third, and no
+// more window than its sub-groups.
+TEST(RunPlan, BuffersCountOnlyWhatTheShardsSubGroupsFill) {
+  PlanModel m;
+  m.unit_elems = {2500000};
+  auto c = on_disk("stream", "fp32");
+  const auto p = plan_run(c, 1, m);
+  const int64_t per_element = 4 + 2 * 4 + 2 + 2;  // master, two fp32 states, bf16 copy, split
+  EXPECT_EQ(item(p.host, "step buffers"), 2500000 * per_element);
+  EXPECT_EQ(item(p.host, "gradient window"), 2500000 * 4);
+  m.unit_elems = {1500000};
+  EXPECT_EQ(item(plan_run(c, 1, m).host, "step buffers"), 1500000 * per_element);
 }
 
 TEST(RunPlan, AnEmptyModelOrNoRanksIsAUsageError) {

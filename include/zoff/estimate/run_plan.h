@@ -27,8 +27,9 @@ struct PlanModel {
 };
 
 // One line of the plan: what holds the bytes and how they were counted.
-// When an item is in memory within a step: all along, or only around one of the two peaks
-// the step has (host memory is their sum plus the larger of the two).
+// When an item is in memory within a step: all along, or around one of the two peaks of
+// backward, which overlap (the window fills while activations are still held): host memory
+// is the sum of all three.
 enum class PlanPhase {
   kAlways,
   kBackwardStart,  // the forward's activations, all still kept
@@ -51,7 +52,7 @@ struct RunPlan {
   int64_t start_bytes = 0;     // the kBackwardStart items
   int64_t end_bytes = 0;       // the kBackwardEnd items
   std::vector<PlanItem> disk;  // the tier files of one rank
-  int64_t host_bytes = 0;      // always + max(start, end): the predicted peak RSS
+  int64_t host_bytes = 0;      // always + start + end: the predicted peak RSS
   int64_t disk_bytes = 0;      // one rank; times world for the node
 };
 
