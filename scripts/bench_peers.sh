@@ -3,7 +3,8 @@
 # autocast on the same GPT and batches, 2 ranks, rounds alternating in one run, behind a
 # correctness gate against one-process fp32 AdamW (scripts/peers/bench.py says how).
 # Sets up the peers (scripts/setup_peers.sh) and builds zoff first.
-#   Arguments go to scripts/peers/bench.py: --preset small|medium, --steps N, --rounds R,
+#   Arguments go to scripts/peers/bench.py: --preset small|medium, --batch B (global), --steps N,
+#   --gate-steps G, --warmup W, --rounds R,
 #   --runs LABEL..., --out DIR (default runs/bench_peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."

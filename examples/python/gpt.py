@@ -28,6 +28,7 @@ else:
 PRESETS = {  # the C++ presets (include/zoff/models/gpt_config.h)
     "tiny": dict(n_layer=5, n_head=4, n_embd=128, block_size=128),
     "small": dict(n_layer=8, n_head=6, n_embd=384, block_size=256),
+    "medium": dict(n_layer=12, n_head=14, n_embd=896, block_size=1024),
 }
 
 

@@ -149,9 +149,10 @@ class Runner:
         shutil.rmtree(nvme, ignore_errors=True)
         return result
 
-    def launch(self, cmd, log, watch=""):
-        """Runs cmd; returns the process and the most bytes `watch` held on disk meanwhile
-        (sampled every 0.2 s: every system's tier or swap files, measured the same way)."""
+    def launch(self, cmd, log, watch="", env=None):
+        """Runs cmd (in self.env, or `env`); returns the process and the most bytes `watch` held
+        on disk meanwhile (sampled every 0.2 s: every system's tier or swap files, measured the
+        same way)."""
         peak, done = [0], threading.Event()
 
         def sample():
@@ -161,7 +162,7 @@ class Runner:
         if watch:
             sampler.start()
         try:
-            p = subprocess.run(cmd, env=self.env, cwd=ROOT, capture_output=True, text=True,
+            p = subprocess.run(cmd, env=env or self.env, cwd=ROOT, capture_output=True, text=True,
                                timeout=self.a.timeout)
         finally:
             done.set()
@@ -230,20 +231,22 @@ class Runner:
         work = os.path.join(self.a.out, "reference_cpp" if cpp else "reference")
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
-        # fp32, the whole global batch in one process.
+        # fp32, the whole global batch in one process, on every core (it runs alone; not timed).
+        env = dict(self.env, OMP_NUM_THREADS=str(os.cpu_count()))
         config = write_config(work, None, "", bf16={"enabled": False},
                               train_micro_batch_size_per_gpu=BASE_CONFIG["train_batch_size"])
         if cpp:
             log = os.path.join(work, "log.jsonl")
             cmd = [self.zoff, "train", "--model", "gpt", "--preset", self.a.preset, "--config", config,
-                   "--steps", str(steps), "--seed", "1", "--log", log, "--no-eval", "--reference"]
-            p, _ = self.launch(cmd, os.path.join(work, "output.txt"))
+                   "--steps", str(steps), "--seed", "1", "--log", log, "--no-eval", "--reference",
+                   "--threads", str(os.cpu_count())]
+            p, _ = self.launch(cmd, os.path.join(work, "output.txt"), env=env)
             if p.returncode != 0:
                 raise SystemExit(f"bench_peers: the C++ reference failed: {first_error_line(p.stderr)}")
             return [json.loads(line) for line in open(log) if '"event"' not in line]
         cmd = [sys.executable, os.path.join(HERE, "peer_train.py"), "--system", "reference",
                "--preset", self.a.preset, "--config", config, "--steps", str(steps), "--out-dir", work]
-        p, _ = self.launch(cmd, os.path.join(work, "output.txt"))
+        p, _ = self.launch(cmd, os.path.join(work, "output.txt"), env=env)
         if p.returncode != 0:
             raise SystemExit(f"bench_peers: the reference failed: {first_error_line(p.stdout + p.stderr)}")
         return json.load(open(os.path.join(work, "rank0.json")))["steps"]
@@ -296,7 +299,7 @@ def print_gate(results, a):
 
 
 def print_table(results, a):
-    print(f"\ngpt {a.preset}, {a.ranks} ranks, {a.steps} steps per run (median over steps "
+    print(f"\ngpt {a.preset}, global batch {a.batch}, {a.ranks} ranks, {a.steps} steps per run (median over steps "
           f"{a.warmup}+), {a.rounds} rounds alternating; ratio = zoff / this run, per round")
     print(f"  {'run':18s} {'tokens/s':>9s} {'ratio to zoff':>16s} {'peak RSS/rank':>14s} "
           f"{'disk':>9s}  phases (ms, median: forward / backward / step; zoff's own parts)")
@@ -365,6 +368,8 @@ def report_only(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="small")
+    p.add_argument("--batch", type=int, default=BASE_CONFIG["train_batch_size"],
+                   help="global batch (sequences of the preset's context), split evenly over the ranks")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--gate-steps", type=int, default=20)
@@ -377,6 +382,10 @@ def main():
     p.add_argument("--report-only", action="store_true",
                    help="run nothing: re-read the runs under --out and print the gate and table")
     a = p.parse_args()
+    if a.batch < a.ranks or a.batch % a.ranks:
+        raise SystemExit(f"bench_peers: --batch {a.batch}: must be a positive multiple of --ranks ({a.ranks})")
+    # Every config written below (and the C++ run's tokens per step) take the batch from here.
+    BASE_CONFIG.update(train_batch_size=a.batch, train_micro_batch_size_per_gpu=a.batch // a.ranks)
     if a.report_only:
         return report_only(a)
     if a.steps < max(a.gate_steps, a.warmup + 3):
