@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The split master against the 4-byte master (issue 47): the same gpt run with
 offload_optimizer.split_master true and false, both on disk (--device nvme) or both in host
-memory (--device cpu), for ZeRO stages 1-3, worlds 1-3 and state dtypes fp32, bf16 and int8. Prints per case the steps whose losses differ,
+memory (--device cpu), for ZeRO stages 1-3, worlds 1-3 and state dtypes fp32, bf16 and int8.
+Prints per case the steps whose losses differ,
 the largest relative loss difference, the odd ties the split run settled (its own line),
 and how many final bf16 parameters differ. Not a timing: runs may share cores.
 

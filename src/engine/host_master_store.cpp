@@ -137,7 +137,7 @@ class HostMasterStore : public MasterStore {
   // The split master steps the copy it was bound to: out.out16 (or the pieces) are that copy.
   void step(const float* grads, double lr, const StepOutput& out) override {
     if (split_) {
-      settled_ += split_->step(*optimizer_, grads, lr);
+      settled_ += split_->step(*optimizer_, grads, lr, out.out16);
       return;
     }
     optimizer_->step(master_.data_ptr<float>(), grads, lr, out.copy_out, out.out16);

@@ -1,6 +1,7 @@
 // HostSplitMaster: extensions in a host region, the copy in the compute parameters.
 #include "host_split_master.h"
 
+#include <cstring>
 #include <ios>
 
 #include "zoff/core/error.h"
@@ -49,11 +50,12 @@ void HostSplitMaster::copy_runs(size_t offset, size_t n, const Fn& fn) const {
 void HostSplitMaster::fill(size_t offset, const float* values, size_t n) {
   ZOFF_CHECK(offset <= numel_ && n <= numel_ - offset, "host master store: fill [", offset, ", ",
              offset + n, ") past its ", numel_);
-  const auto* bits = reinterpret_cast<const uint32_t*>(values);
   for (size_t i = 0; i < n; ++i) {
-    ZOFF_CHECK(optim::split_master_settle(bits[i]) == bits[i], "host master store: master ",
-               offset + i, " (bits 0x", std::hex, bits[i], ") is not settled");
-    ext_[offset + i] = optim::split_master_extension(bits[i]);
+    uint32_t bits;
+    std::memcpy(&bits, values + i, sizeof bits);
+    ZOFF_CHECK(optim::split_master_settle(bits) == bits, "host master store: master ", offset + i,
+               " (bits 0x", std::hex, bits, ") is not settled");
+    ext_[offset + i] = optim::split_master_extension(bits);
   }
 }
 
@@ -69,8 +71,11 @@ void HostSplitMaster::write(size_t offset, size_t n, const float* src) {
   });
 }
 
-size_t HostSplitMaster::step(optim::ShardOptimizer& optimizer, const float* grads, double lr) {
+size_t HostSplitMaster::step(optim::ShardOptimizer& optimizer, const float* grads, double lr,
+                             const uint16_t* out16) {
   check_bound();
+  ZOFF_CHECK(out16 == nullptr || out16 == copy_,
+             "host master store: a step's 16-bit output is not the split master's copy");
   if (scattered_) return optimizer.step_split_scattered(pieces_, ext_, grads, lr);
   return optimizer.step_split(copy_, ext_, grads, lr);
 }

@@ -36,8 +36,10 @@ class HostSplitMaster {
   // Masters [offset, offset + n) from src (settled as stored) into both halves.
   void write(size_t offset, size_t n, const float* src);
   // One step of `optimizer` (the fused backend) over all masters; returns the odd ties
-  // it settled.
-  size_t step(optim::ShardOptimizer& optimizer, const float* grads, double lr);
+  // it settled. `out16`, where the caller expects the new copy: null, or the bound copy
+  // (zoff::Error otherwise: the step writes only there).
+  size_t step(optim::ShardOptimizer& optimizer, const float* grads, double lr,
+              const uint16_t* out16 = nullptr);
 
   size_t numel() const { return numel_; }
 

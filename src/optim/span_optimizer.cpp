@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <vector>
 
 #include "shard_optimizer_backends.h"
@@ -278,8 +279,6 @@ void SpanOptimizer::step_compressed(float* params, const float* grads, const Sta
   });
 }
 
-// The split step: n elements, each thread on its own block-aligned range, which it joins,
-// updates and splits again kSplitChunk elements at a time.
 void SpanOptimizer::check_split(const uint16_t* ext, const float* grads, const StateSpan* states,
                                 size_t n, SpanPlace place) const {
   ZOFF_CHECK_ARG(n == 0 || (ext != nullptr && grads != nullptr),
@@ -347,6 +346,8 @@ SpanOptimizer::RangeKernel SpanOptimizer::range_kernel(const StateSpan* states) 
       };
 }
 
+// The split step: n elements, each thread on its own block-aligned range, which it joins,
+// updates and splits again kSplitChunk elements at a time.
 size_t SpanOptimizer::step_split(uint16_t* ext, const float* grads, const StateSpan* states,
                                  size_t n, const detail::CopyOutDest& copy) {
   if (n == 0) return 0;
@@ -356,16 +357,17 @@ size_t SpanOptimizer::step_split(uint16_t* ext, const float* grads, const StateS
   const RangeKernel kernel = range_kernel(states);
   std::atomic<size_t> settled{0};
   run_split_blocks(n, [&](size_t b, size_t k) {
-    std::vector<float> master(std::min(k, kSplitChunk));
+    const std::unique_ptr<float[]> joined(new float[std::min(k, kSplitChunk)]);
+    float* master = joined.get();
     size_t mine = 0;
     for (size_t c = b; c < b + k; c += kSplitChunk) {
       const size_t m = std::min(kSplitChunk, b + k - c);
       copy.runs(c, m, [&](size_t r, size_t rk, uint16_t* dst) {
-        split_master_decode(dst, ext + r, rk, master.data() + (r - c));
+        split_master_decode(dst, ext + r, rk, master + (r - c));
       });
-      kernel(master.data(), grads + c, c, m);
+      kernel(master, grads + c, c, m);
       copy.runs(c, m, [&](size_t r, size_t rk, uint16_t* dst) {
-        mine += split_master_encode_from(master.data() + (r - c), rk, dst, ext + r);
+        mine += split_master_encode_from(master + (r - c), rk, dst, ext + r);
       });
     }
     settled += mine;

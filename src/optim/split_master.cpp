@@ -47,8 +47,9 @@ __attribute__((always_inline)) inline uint16_t copy_of(uint32_t s) {
 // The encode loop, with the settled masters written back over `master` or not (a template
 // argument, so the per-step loop has no branch on it).
 template <bool kWriteBack>
-__attribute__((always_inline)) inline size_t encode(std::conditional_t<kWriteBack, float*, const float*> master, size_t n, uint16_t* copy,
-              uint16_t* extension) {
+__attribute__((always_inline)) inline size_t encode(
+    std::conditional_t<kWriteBack, float*, const float*> master, size_t n, uint16_t* copy,
+    uint16_t* extension) {
   size_t settled = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t b = bits_of(master + i);
