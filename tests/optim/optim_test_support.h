@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "zoff/optim/shard_optimizer.h"
 #include "zoff/optim/simd_dispatch.h"
 
 namespace zoff::optim::testing {
@@ -94,6 +96,19 @@ inline Difference relative_difference(const float* got, const float* want, size_
         << (WHAT) << ": worst relative difference " << zoff_diff.worst << " at element "        \
         << zoff_diff.index << " (" << zoff_diff.got << " vs " << zoff_diff.want << ")";         \
   } while (0)
+
+// Every stored state of `opt` as bytes, its int8 scales as "<name>.scales": two optimizers
+// hold the same states when these are equal.
+inline std::map<std::string, std::vector<char>> state_bytes(ShardOptimizer& opt) {
+  std::map<std::string, std::vector<char>> out;
+  for (auto& [name, st] : opt.stored_state_buffers()) {
+    const char* data = static_cast<const char*>(st.data);
+    out[name].assign(data, data + st.bytes);
+    const char* scales = reinterpret_cast<const char*>(st.scales);
+    out[name + ".scales"].assign(scales, scales + st.num_scales * sizeof(float));
+  }
+  return out;
+}
 
 // Runs `body` once per SIMD level this CPU supports, with that level forced; afterwards the
 // level from ZOFF_SIMD (or the best) is active again.

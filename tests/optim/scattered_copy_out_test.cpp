@@ -19,6 +19,7 @@ namespace zoff::optim::scattered_copy_out_test {
 namespace {
 
 using testing::randn;
+using testing::state_bytes;
 
 constexpr int kScatterSteps = 3;
 
@@ -62,17 +63,6 @@ Scatter make_scatter(const std::vector<size_t>& lengths, size_t n) {
     begin += lengths[i];
   }
   return s;
-}
-
-std::map<std::string, std::vector<char>> state_bytes(ShardOptimizer& opt) {
-  std::map<std::string, std::vector<char>> out;
-  for (auto& [name, st] : opt.stored_state_buffers()) {
-    const char* data = static_cast<const char*>(st.data);
-    out[name].assign(data, data + st.bytes);
-    const char* scales = reinterpret_cast<const char*>(st.scales);
-    out[name + ".scales"].assign(scales, scales + st.num_scales * sizeof(float));
-  }
-  return out;
 }
 
 struct Case {

@@ -19,6 +19,7 @@ namespace zoff::optim::split_master_step_test {
 namespace {
 
 using testing::randn;
+using testing::state_bytes;
 
 constexpr int kSplitSteps = 3;
 constexpr double kLr = 1e-2;
@@ -45,17 +46,6 @@ size_t settle(std::vector<float>& master) {
     f = float_of(s);
   }
   return moved;
-}
-
-std::map<std::string, std::vector<char>> state_bytes(ShardOptimizer& opt) {
-  std::map<std::string, std::vector<char>> out;
-  for (auto& [name, st] : opt.stored_state_buffers()) {
-    const char* data = static_cast<const char*>(st.data);
-    out[name].assign(data, data + st.bytes);
-    const char* scales = reinterpret_cast<const char*>(st.scales);
-    out[name + ".scales"].assign(scales, scales + st.num_scales * sizeof(float));
-  }
-  return out;
 }
 
 // The copy's pieces: every 1000 elements a piece, placed in reverse order in `dest`.
