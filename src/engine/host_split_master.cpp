@@ -1,9 +1,6 @@
 // HostSplitMaster: extensions in a host region, the copy in the compute parameters.
 #include "host_split_master.h"
 
-#include <cstring>
-#include <ios>
-
 #include "zoff/core/error.h"
 #include "zoff/optim/split_master.h"
 
@@ -50,13 +47,7 @@ void HostSplitMaster::copy_runs(size_t offset, size_t n, const Fn& fn) const {
 void HostSplitMaster::fill(size_t offset, const float* values, size_t n) {
   ZOFF_CHECK(offset <= numel_ && n <= numel_ - offset, "host master store: fill [", offset, ", ",
              offset + n, ") past its ", numel_);
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, values + i, sizeof bits);
-    ZOFF_CHECK(optim::split_master_settle(bits) == bits, "host master store: master ", offset + i,
-               " (bits 0x", std::hex, bits, ") is not settled");
-    ext_[offset + i] = optim::split_master_extension(bits);
-  }
+  optim::split_master_extensions(values, n, ext_ + offset, offset);
 }
 
 void HostSplitMaster::read(size_t offset, size_t n, float* dst) const {

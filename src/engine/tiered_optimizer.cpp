@@ -18,18 +18,6 @@ size_t stored_element_bytes(const optim::OptimizerOptions& options) {
   return optim::stored_element_bytes(optim::parse_state_dtype(options.state_dtype));
 }
 
-// The split master's extensions of n settled values (the compute copy, rounded by whoever
-// holds it, is theirs only when they are settled: an unsettled odd tie is refused).
-void append_extensions(const float* values, size_t n, uint16_t* ext) {
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t b;
-    std::memcpy(&b, values + i, sizeof b);
-    ZOFF_CHECK(optim::split_master_settle(b) == b, "tiered optimizer: split master value ", i,
-               " (bits 0x", std::hex, b, ") is not settled (optim::split_master_settle)");
-    ext[i] = optim::split_master_extension(b);
-  }
-}
-
 }  // namespace
 
 TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOptions& options,
@@ -151,7 +139,8 @@ void TieredOptimizer::append_master(size_t offset, const float* values, size_t n
     const size_t at = appended_ % static_cast<size_t>(group_);
     const size_t take = std::min(n, static_cast<size_t>(group_) - at);
     if (split_) {
-      append_extensions(values, take, reinterpret_cast<uint16_t*>(buf) + at);
+      optim::split_master_extensions(values, take, reinterpret_cast<uint16_t*>(buf) + at,
+                                     appended_);
     } else {
       std::memcpy(buf + at * elem, values, take * elem);
     }

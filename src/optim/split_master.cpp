@@ -5,7 +5,10 @@
 #include "zoff/optim/split_master.h"
 
 #include <cstring>
+#include <ios>
 #include <type_traits>
+
+#include "zoff/core/error.h"
 
 namespace zoff::optim {
 namespace {
@@ -79,6 +82,16 @@ ZOFF_SPLIT_CLONES size_t split_master_encode(float* master, size_t n, uint16_t* 
 ZOFF_SPLIT_CLONES size_t split_master_encode_from(const float* master, size_t n, uint16_t* copy,
                                                   uint16_t* extension) {
   return encode<false>(master, n, copy, extension);
+}
+
+// Setup only, and it may throw: neither cloned nor vectorized.
+void split_master_extensions(const float* settled, size_t n, uint16_t* extension, size_t first) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t b = bits_of(settled + i);
+    ZOFF_CHECK(split_master_settle(b) == b, "split master: value ", first + i, " (bits 0x",
+               std::hex, b, ") is not settled (optim::split_master_settle)");
+    extension[i] = split_master_extension(b);
+  }
 }
 
 ZOFF_SPLIT_CLONES void split_master_decode(const uint16_t* copy, const uint16_t* extension,

@@ -56,6 +56,10 @@ size_t split_master_encode(float* master, size_t n, uint16_t* copy, uint16_t* ex
 // The same from masters that stay as they are (a checkpoint's values being stored): the
 // copies and extensions are those of the settled values. Returns how many were settled.
 size_t split_master_encode_from(const float* master, size_t n, uint16_t* copy, uint16_t* extension);
+// The extensions of n masters taken from outside (a model's values filled in), which must
+// already be settled: throws zoff::Error naming the first that is not (its index counted
+// from `first`, and its bits).
+void split_master_extensions(const float* settled, size_t n, uint16_t* extension, size_t first = 0);
 // n fp32 masters from their copies and extensions.
 void split_master_decode(const uint16_t* copy, const uint16_t* extension, size_t n, float* master);
 
