@@ -171,46 +171,9 @@ void SpanOptimizer::step_span(float* params, const float* grads, float* const* s
   ZOFF_CHECK_ARG(state_dtype_ == StateDtype::kFp32, "optimizer step: state_dtype = '",
                  options_.state_dtype, "' states are not float buffers: pass StateSpans");
   detail::check_step_arguments(params, grads, lr_, copy_out, out16, n);
-  step_floats(params, grads, states, n, detail::CopyOutDest(copy_out, out16));
-}
-
-void SpanOptimizer::step_floats(float* params, const float* grads, float* const* states, size_t n,
-                                const detail::CopyOutDest& out) {
-  if (n == 0) return;
-  const int64_t t = step_ + 1;
-  const size_t aligned = first_cache_line_index(params);
-  const CopyOut copy_out = out.kind();
-  switch (kind_) {
-    case Kind::kAdam: {
-      const auto c = adam_coefficients(options_, lr_, t);
-      run_split(n, aligned, [&](size_t b, size_t k) {
-        out.runs(b, k, [&](size_t r, size_t rk, uint16_t* dst) {
-          fused_adam(c, params + r, grads + r, states[0] + r, states[1] + r, rk, copy_out, dst);
-        });
-      });
-      break;
-    }
-    case Kind::kSgd: {
-      const auto c = sgd_coefficients(options_, lr_, t);
-      float* buf = states_.empty() ? nullptr : states[0];
-      run_split(n, aligned, [&](size_t b, size_t k) {
-        out.runs(b, k, [&](size_t r, size_t rk, uint16_t* dst) {
-          fused_sgd(c, params + r, grads + r, buf == nullptr ? nullptr : buf + r, rk, copy_out,
-                    dst);
-        });
-      });
-      break;
-    }
-    case Kind::kAdagrad: {
-      const auto c = adagrad_coefficients(options_, lr_, t);
-      run_split(n, aligned, [&](size_t b, size_t k) {
-        out.runs(b, k, [&](size_t r, size_t rk, uint16_t* dst) {
-          fused_adagrad(c, params + r, grads + r, states[0] + r, rk, copy_out, dst);
-        });
-      });
-      break;
-    }
-  }
+  StateSpan spans[2];
+  for (size_t i = 0; i < states_.size() && i < 2; ++i) spans[i].data = states[i];
+  step_states(params, grads, spans, n, detail::CopyOutDest(copy_out, out16));
 }
 
 void SpanOptimizer::check_states(const StateSpan* states, size_t n, SpanPlace place) const {
@@ -229,12 +192,7 @@ void SpanOptimizer::step_span(float* params, const float* grads, const StateSpan
   detail::check_step_arguments(params, grads, lr_, copy_out, out16, n);
   check_states(states, n, place);
   if (n == 0) return;
-  const detail::CopyOutDest out(copy_out, out16);
-  if (state_dtype_ == StateDtype::kFp32) {
-    const FloatStates f = floats_of(states, states_.size());
-    return step_floats(params, grads, f.p, n, out);
-  }
-  step_compressed(params, grads, states, n, out);
+  step_states(params, grads, states, n, detail::CopyOutDest(copy_out, out16));
 }
 
 void SpanOptimizer::step_span(float* params, const float* grads, const StateSpan* states, size_t n,
@@ -246,37 +204,23 @@ void SpanOptimizer::step_span(float* params, const float* grads, const StateSpan
                  "optimizer step: a span of ", n, " elements from copy-out element ", out_begin,
                  " runs past the copy-out's ", pieces.numel());
   if (n == 0) return;
-  const detail::CopyOutDest out(copy_out, &pieces, out_begin);
-  if (state_dtype_ == StateDtype::kFp32) {
-    const FloatStates f = floats_of(states, states_.size());
-    return step_floats(params, grads, f.p, n, out);
-  }
-  step_compressed(params, grads, states, n, out);
+  step_states(params, grads, states, n, detail::CopyOutDest(copy_out, &pieces, out_begin));
 }
 
-// bf16 / int8 states: Adam and AdamW only (validate_options refuses the others).
-void SpanOptimizer::step_compressed(float* params, const float* grads, const StateSpan* states,
-                                    size_t n, const detail::CopyOutDest& out) {
-  const auto c = adam_coefficients(options_, lr_, step_ + 1);
-  const CopyOut copy_out = out.kind();
-  if (state_dtype_ == StateDtype::kBf16) {
-    auto* m = static_cast<uint16_t*>(states[0].data);
-    auto* v = static_cast<uint16_t*>(states[1].data);
-    run_split(n, first_cache_line_index(params), [&](size_t b, size_t k) {
-      out.runs(b, k, [&](size_t r, size_t rk, uint16_t* dst) {
-        fused_adam_bf16_states(c, params + r, grads + r, m + r, v + r, rk, copy_out, dst);
-      });
-    });
-    return;
+// Every optimizer and state dtype: each thread's part of the span (int8: whole blocks) cut
+// into runs inside the copy-out's pieces, each run handed to range_kernel's kernel.
+void SpanOptimizer::step_states(float* params, const float* grads, const StateSpan* states,
+                                size_t n, const detail::CopyOutDest& out) {
+  if (n == 0) return;
+  const RangeKernel kernel = range_kernel(states, out.kind());
+  const auto run = [&](size_t r, size_t rk, uint16_t* dst) {
+    kernel(params + r, grads + r, r, rk, dst);
+  };
+  if (state_dtype_ == StateDtype::kInt8) {
+    run_split_blocks(n, [&](size_t b, size_t k) { out.block_runs(b, k, run); });
+  } else {
+    run_split(n, first_cache_line_index(params), [&](size_t b, size_t k) { out.runs(b, k, run); });
   }
-  run_split_blocks(n, [&](size_t b, size_t k) {
-    out.block_runs(b, k, [&](size_t r, size_t rk, uint16_t* dst) {
-      const Int8AdamStates s{
-          static_cast<int8_t*>(states[0].data) + r, states[0].scales + r / kStateBlock,
-          static_cast<uint8_t*>(states[1].data) + r, states[1].scales + r / kStateBlock};
-      fused_adam_int8_states(c, params + r, grads + r, s, rk, copy_out, dst);
-    });
-  });
 }
 
 void SpanOptimizer::check_split(const uint16_t* ext, const float* grads, const StateSpan* states,
@@ -307,43 +251,46 @@ size_t SpanOptimizer::step_split_span(const CopyOutPieces& copy_pieces, size_t o
                     detail::CopyOutDest(CopyOut::kBf16, &copy_pieces, out_begin));
 }
 
-SpanOptimizer::RangeKernel SpanOptimizer::range_kernel(const StateSpan* states) const {
+// bf16 / int8 states: Adam and AdamW only (validate_options refuses the others).
+SpanOptimizer::RangeKernel SpanOptimizer::range_kernel(const StateSpan* states,
+                                                       CopyOut copy_out) const {
   const int64_t t = step_ + 1;
   if (state_dtype_ == StateDtype::kBf16) {
     const auto c = adam_coefficients(options_, lr_, t);
     auto* m = static_cast<uint16_t*>(states[0].data);
     auto* v = static_cast<uint16_t*>(states[1].data);
-    return [c, m, v](float* p, const float* g, size_t at, size_t n) {
-      fused_adam_bf16_states(c, p, g, m + at, v + at, n, CopyOut::kNone, nullptr);
+    return [c, m, v, copy_out](float* p, const float* g, size_t at, size_t n, uint16_t* dst) {
+      fused_adam_bf16_states(c, p, g, m + at, v + at, n, copy_out, dst);
     };
   }
   if (state_dtype_ == StateDtype::kInt8) {
     const auto c = adam_coefficients(options_, lr_, t);
-    return [c, m = states[0], v = states[1]](float* p, const float* g, size_t at, size_t n) {
+    return [c, m = states[0], v = states[1], copy_out](float* p, const float* g, size_t at,
+                                                       size_t n, uint16_t* dst) {
       const Int8AdamStates s{static_cast<int8_t*>(m.data) + at, m.scales + at / kStateBlock,
                              static_cast<uint8_t*>(v.data) + at, v.scales + at / kStateBlock};
-      fused_adam_int8_states(c, p, g, s, n, CopyOut::kNone, nullptr);
+      fused_adam_int8_states(c, p, g, s, n, copy_out, dst);
     };
   }
   const FloatStates f = floats_of(states, states_.size());
   switch (kind_) {
     case Kind::kSgd:
-      return [c = sgd_coefficients(options_, lr_, t), buf = states_.empty() ? nullptr : f.p[0]](
-                 float* p, const float* g, size_t at, size_t n) {
-        fused_sgd(c, p, g, buf == nullptr ? nullptr : buf + at, n, CopyOut::kNone, nullptr);
+      return [c = sgd_coefficients(options_, lr_, t), buf = f.p[0], copy_out](
+                 float* p, const float* g, size_t at, size_t n, uint16_t* dst) {
+        fused_sgd(c, p, g, buf == nullptr ? nullptr : buf + at, n, copy_out, dst);
       };
     case Kind::kAdagrad:
-      return [c = adagrad_coefficients(options_, lr_, t), sum = f.p[0]](float* p, const float* g,
-                                                                        size_t at, size_t n) {
-        fused_adagrad(c, p, g, sum + at, n, CopyOut::kNone, nullptr);
+      return [c = adagrad_coefficients(options_, lr_, t), sum = f.p[0], copy_out](
+                 float* p, const float* g, size_t at, size_t n, uint16_t* dst) {
+        fused_adagrad(c, p, g, sum + at, n, copy_out, dst);
       };
     case Kind::kAdam:
       break;
   }
-  return
-      [c = adam_coefficients(options_, lr_, t), f](float* p, const float* g, size_t at, size_t n) {
-        fused_adam(c, p, g, f.p[0] + at, f.p[1] + at, n, CopyOut::kNone, nullptr);
-      };
+  return [c = adam_coefficients(options_, lr_, t), f, copy_out](float* p, const float* g, size_t at,
+                                                                size_t n, uint16_t* dst) {
+    fused_adam(c, p, g, f.p[0] + at, f.p[1] + at, n, copy_out, dst);
+  };
 }
 
 // The split step: n elements, each thread on its own block-aligned range, which it joins,
@@ -354,7 +301,7 @@ size_t SpanOptimizer::step_split(uint16_t* ext, const float* grads, const StateS
   // Elements joined, updated and split per pass on one thread: the joined masters (64 KiB
   // of fp32) stay in L2 between the three; a whole number of int8 blocks.
   constexpr size_t kSplitChunk = 8 * kStateBlock;
-  const RangeKernel kernel = range_kernel(states);
+  const RangeKernel kernel = range_kernel(states, CopyOut::kNone);
   std::atomic<size_t> settled{0};
   run_split_blocks(n, [&](size_t b, size_t k) {
     const std::unique_ptr<float[]> joined(new float[std::min(k, kSplitChunk)]);
@@ -365,7 +312,7 @@ size_t SpanOptimizer::step_split(uint16_t* ext, const float* grads, const StateS
       copy.runs(c, m, [&](size_t r, size_t rk, uint16_t* dst) {
         split_master_decode(dst, ext + r, rk, master + (r - c));
       });
-      kernel(master, grads + c, c, m);
+      kernel(master, grads + c, c, m, nullptr);
       copy.runs(c, m, [&](size_t r, size_t rk, uint16_t* dst) {
         mine += split_master_encode_from(master + (r - c), rk, dst, ext + r);
       });

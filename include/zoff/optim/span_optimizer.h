@@ -108,14 +108,16 @@ class SpanOptimizer {
   template <class Body>
   void run_split_blocks(size_t n, const Body& body);
   void check_states(const StateSpan* states, size_t n, SpanPlace place) const;
-  void step_floats(float* params, const float* grads, float* const* states, size_t n,
+  // The step of every optimizer and state dtype over a span (StateSpans of fp32 states hold
+  // their float pointers).
+  void step_states(float* params, const float* grads, const StateSpan* states, size_t n,
                    const detail::CopyOutDest& out);
-  void step_compressed(float* params, const float* grads, const StateSpan* states, size_t n,
-                       const detail::CopyOutDest& out);
   // This step's update of `n` elements from element `at` of a span: params and grads point
-  // at element `at`'s, the states are the span's (no copy-out).
-  using RangeKernel = std::function<void(float* params, const float* grads, size_t at, size_t n)>;
-  RangeKernel range_kernel(const StateSpan* states) const;
+  // at element `at`'s, the states are the span's; the rounded params go to dst with the
+  // copy-out it was made for.
+  using RangeKernel =
+      std::function<void(float* params, const float* grads, size_t at, size_t n, uint16_t* dst)>;
+  RangeKernel range_kernel(const StateSpan* states, CopyOut copy_out) const;
   size_t step_split(uint16_t* ext, const float* grads, const StateSpan* states, size_t n,
                     const detail::CopyOutDest& copy);
   void check_split(const uint16_t* ext, const float* grads, const StateSpan* states, size_t n,
