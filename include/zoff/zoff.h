@@ -20,6 +20,7 @@
 #include "zoff/core/heap_policy.h"
 #include "zoff/core/huge_page_tensor.h"
 #include "zoff/core/huge_pages.h"
+#include "zoff/core/large_block_cache.h"
 #include "zoff/core/limits.h"
 #include "zoff/core/output_path.h"
 #include "zoff/core/own_mapping.h"

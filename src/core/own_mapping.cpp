@@ -35,7 +35,7 @@ void delete_own_mapping(void* context) {
 
 }  // namespace
 
-void* map_own(size_t bytes, size_t alignment) {
+void* map_own(size_t bytes, size_t alignment, bool huge_pages) {
   ZOFF_CHECK(bytes > 0, "map_own: 0 bytes");
   ZOFF_CHECK(alignment > 0 && (alignment & (alignment - 1)) == 0, "map_own: alignment ", alignment,
              " is not a power of two");
@@ -52,7 +52,10 @@ void* map_own(size_t bytes, size_t alignment) {
   const uintptr_t end = start + length;
   if (base + span > end) munmap(reinterpret_cast<void*>(end), base + span - end);
   // Advice only: without THP the memory works the same, with 4 KiB pages.
-  if (huge) (void)madvise(reinterpret_cast<void*>(start), length, MADV_HUGEPAGE);
+  if (huge) {
+    (void)madvise(reinterpret_cast<void*>(start), length,
+                  huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  }
   return reinterpret_cast<void*>(start);
 }
 

@@ -1,4 +1,4 @@
-// ActivationMeter: a counting wrapper around LibTorch's default CPU allocator.
+// ActivationMeter: a counting wrapper around zoff's CPU allocator (core/large_block_cache.h).
 #include "zoff/engine/activation_meter.h"
 
 #include <c10/core/CPUAllocator.h>
@@ -8,32 +8,43 @@
 #include <cstring>
 #include <mutex>
 
+#include "zoff/core/large_block_cache.h"
+
 namespace zoff::engine {
 namespace {
 
 std::atomic<int64_t> g_live{0};
 c10::Allocator* g_base = nullptr;
-c10::DeleterFnPtr g_base_delete = nullptr;
 
-// Each block starts with a header holding its size, so the deleter, which gets only the
-// data pointer (LibTorch's raw_allocate contract: context == data), can un-count it. 64
-// bytes keep the data as aligned as the base allocator's.
+// Each block starts with a header holding its size and the base block's deleter, so the
+// deleter, which gets only the data pointer (LibTorch's raw_allocate contract: context ==
+// data), can un-count and free it. 64 bytes keep the data as aligned as the base's.
 constexpr size_t kHeaderBytes = 64;
+struct Header {
+  size_t bytes;
+  c10::DeleterFnPtr free_base;
+};
+static_assert(sizeof(Header) <= kHeaderBytes);
 
 void counted_delete(void* data) {
   if (data == nullptr) return;
   char* raw = static_cast<char*>(data) - kHeaderBytes;
-  size_t bytes = 0;
-  std::memcpy(&bytes, raw, sizeof bytes);
-  g_live.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
-  g_base_delete(raw);
+  Header header{};
+  std::memcpy(&header, raw, sizeof header);
+  g_live.fetch_sub(static_cast<int64_t>(header.bytes), std::memory_order_relaxed);
+  header.free_base(raw);
 }
 
 class CountingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t n) override {
-    char* raw = static_cast<char*>(g_base->raw_allocate(n + kHeaderBytes));
-    std::memcpy(raw, &n, sizeof n);
+    c10::DataPtr base = g_base->allocate(n + kHeaderBytes);
+    // The base's blocks are their own contexts (its small and large deleters alike), so
+    // the data pointer is all the deleter needs.
+    TORCH_INTERNAL_ASSERT(base.get() == base.get_context());
+    const Header header{n, base.get_deleter()};
+    char* raw = static_cast<char*>(base.release_context());
+    std::memcpy(raw, &header, sizeof header);
     g_live.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
     void* data = raw + kHeaderBytes;
     return {data, data, &counted_delete, c10::Device(c10::DeviceType::CPU)};
@@ -47,10 +58,12 @@ class CountingCpuAllocator final : public c10::Allocator {
 void install_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    // Leaked on purpose: tensors may outlive every meter and are freed through it.
-    g_base = c10::GetDefaultCPUAllocator();
-    g_base_delete = g_base->raw_deleter();
+    // Leaked on purpose: tensors may outlive every meter and are freed through it. Over
+    // the large-block cache, which passes everything to LibTorch's default allocator until
+    // the engine's heap policy turns it on (core/heap_policy.h).
+    g_base = &large_block_cache();
     static auto* counting = new CountingCpuAllocator();
+    note_allocator_over_large_block_cache(counting);
     c10::SetCPUAllocator(counting, /*priority=*/1);
   });
 }

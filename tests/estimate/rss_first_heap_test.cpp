@@ -1,5 +1,6 @@
 // Placement::rss_first_heap: runs with parameters on disk keep freed activation blocks for the
-// next step unless they are short of memory.
+// next step unless they are short of memory; Placement::keep_large_blocks: blocks above
+// glibc's heap too, with the parameters in memory.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -45,6 +46,17 @@ TEST(RssFirstHeap, ResolvedForParametersOnDiskFromTheWholeModelAndTheMemory) {
   ctx.available_bytes = 0;
   EXPECT_TRUE(resolve(stage3("nvme", 2), ctx).rss_first_heap);
   EXPECT_FALSE(resolve(stage3("cpu", 2), ctx).rss_first_heap);  // parameters in memory
+}
+
+// Blocks above glibc's heap are kept for the next step only with the parameters in memory.
+TEST(KeepLargeBlocks, OnlyWithTheParametersInMemory) {
+  PlacementContext ctx;
+  ctx.world = 2;
+  ctx.shard_elems = 1000;
+  ctx.available_bytes = 16 * kGB;
+  EXPECT_FALSE(resolve(stage3("nvme", 2), ctx).keep_large_blocks);
+  EXPECT_TRUE(resolve(stage3("cpu", 2), ctx).keep_large_blocks);
+  EXPECT_TRUE(resolve(stage3("none", 2), ctx).keep_large_blocks);
 }
 
 }  // namespace

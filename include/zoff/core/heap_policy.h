@@ -12,7 +12,9 @@ namespace zoff {
 // between steps. Buffers that must leave RSS when freed (stage 3's units, the tiers'
 // staging) do not come from the heap at all (core/own_mapping.h). Process-wide and
 // permanent; a no-op without glibc. Throws zoff::UsageError naming a size outside
-// [64 KiB, 1 GiB].
+// [64 KiB, 1 GiB]. With `keep_large_blocks`, blocks above glibc's largest threshold (32 MiB)
+// are kept too, in zoff's CPU allocator (core/large_block_cache.h); without, what it keeps
+// is unmapped and it keeps nothing more.
 inline constexpr unsigned long kHeapReuseMmapBytes = 32UL << 20;
 inline constexpr unsigned long kHeapReuseTrimBytes = 128UL << 20;
 inline constexpr unsigned long kHeapMinTrimBytes = 64UL << 10;
@@ -22,6 +24,7 @@ inline constexpr unsigned long kHeapMinTrimBytes = 64UL << 10;
 // MiB cost in speed and peak RSS: docs/cpp_api.md, "Heap policy").
 inline constexpr unsigned long kHeapRssFirstMmapBytes = 4UL << 20;
 void keep_freed_memory_for_reuse(unsigned long mmap_bytes = kHeapReuseMmapBytes,
-                                 unsigned long trim_bytes = kHeapReuseTrimBytes);
+                                 unsigned long trim_bytes = kHeapReuseTrimBytes,
+                                 bool keep_large_blocks = true);
 
 }  // namespace zoff

@@ -18,9 +18,11 @@ inline constexpr size_t kOwnMappingMinBytes = size_t{256} << 10;
 // for transparent huge pages: a fault per 2 MiB instead of per 4 KiB, for buffers mapped
 // afresh every step (stage 3's units). The kernel gives a huge page only to a 2 MiB block
 // wholly inside the mapping, so a tail past the last whole block keeps 4 KiB pages and the
-// resident bytes stay within a page of the touched ones. Throws zoff::Error naming the size
-// when it cannot map.
-void* map_own(size_t bytes, size_t alignment);
+// resident bytes stay within a page of the touched ones. With `huge_pages` false the mapping
+// is advised against them (MADV_NOHUGEPAGE): for blocks mapped once and reused, where the
+// huge pages' faults, compacted and zeroed on this kernel, cost more than their TLB savings
+// (core/large_block_cache.h). Throws zoff::Error naming the size when it cannot map.
+void* map_own(size_t bytes, size_t alignment, bool huge_pages = true);
 // Unmaps what map_own(bytes, ...) returned; a null `data` is a no-op.
 void unmap_own(void* data, size_t bytes);
 
