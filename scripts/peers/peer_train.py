@@ -32,7 +32,15 @@ def main():
     p.add_argument("--start-bf16-rounded", action="store_true",
                    help="start from the initial weights rounded to bf16 (DeepSpeed's master's start)")
     p.add_argument("--out-dir", required=True)
+    # The capacity ladder (scripts/peers/capacity.py): the preset's shape with other blocks,
+    # heads, width or context, and DeepSpeed's way to build a model larger than memory.
+    for name in ("layers", "heads", "width", "context"):
+        p.add_argument(f"--{name}", type=int, help=f"the preset's {name}, overridden")
+    p.add_argument("--zero-init", action="store_true",
+                   help="build the model inside deepspeed.zero.Init (--system deepspeed)")
     a = p.parse_args()
+    if a.zero_init and a.system != "deepspeed":
+        raise SystemExit(f"peer_train: --zero-init is DeepSpeed's; not for --system {a.system}")
     with open(a.config) as f:
         config = json.load(f)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -41,8 +49,20 @@ def main():
     if threads:
         torch.set_num_threads(int(threads))
     torch.manual_seed(0)  # the same initial weights in every system and on every rank
-    preset = PRESETS[a.preset]
-    model, text = GPT(**preset), fortunes_bytes()
+    preset = dict(PRESETS[a.preset])
+    for name, key in (("layers", "n_layer"), ("heads", "n_head"), ("width", "n_embd"),
+                      ("context", "block_size")):
+        value = getattr(a, name)
+        if value is not None:
+            if value <= 0:
+                raise SystemExit(f"peer_train: --{name} {value}: must be positive")
+            preset[key] = value
+    if preset["n_embd"] % preset["n_head"]:
+        raise SystemExit(f"peer_train: width {preset['n_embd']} is not a multiple of "
+                         f"{preset['n_head']} heads")
+    build = lambda: GPT(**preset)  # noqa: E731
+    model = SYSTEMS[a.system].construct(build, config) if a.zero_init else build()
+    text = fortunes_bytes()
     if a.start_bf16_rounded:
         # Where DeepSpeed's fp32 master starts with bf16 on: it casts the module to bf16 in
         # initialize() and copies its master from that, so the initial weights' low bits are gone.
@@ -58,8 +78,9 @@ def main():
         loss, lr, norm, times = system.step(x)
         steps.append({"loss": loss, "lr": lr, "grad_norm": norm,
                       "seconds": time.perf_counter() - start, "times_ms": times})
+    params = getattr(system, "param_count", None) or sum(t.numel() for t in model.parameters())
     result = {"system": a.system, "implementation": system.implementation, "rank": rank,
-              "world": world, "tokens_per_step": batch * block, "steps": steps,
+              "world": world, "tokens_per_step": batch * block, "params": params, "steps": steps,
               "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     os.makedirs(a.out_dir, exist_ok=True)
     tmp = os.path.join(a.out_dir, f".rank{rank}.json.tmp")

@@ -160,6 +160,22 @@ class DeepSpeed(EngineLoop):
         self.engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                                     config=config)
         self.implementation = f"DeepSpeed {deepspeed.__version__}, {type(self.engine.optimizer).__name__}"
+        # Under zero.Init a parameter's own numel is its partition's; ds_numel is the whole.
+        self.param_count = sum(getattr(t, "ds_numel", t.numel()) for t in model.parameters())
+
+    @staticmethod
+    def construct(build, config):
+        """The model built inside deepspeed.zero.Init: each module's parameters partitioned
+        (with offload_param on nvme, written to disk) as soon as the module is constructed,
+        never whole in RAM: how DeepSpeed builds a model larger than memory (ZeRO-Infinity).
+        GPT's own initialisation finds its blocks' parameters partitioned (a no-op on them):
+        init_gathered does it again, a module at a time."""
+        import deepspeed
+        deepspeed.init_distributed(dist_backend="gloo")
+        with deepspeed.zero.Init(config_dict_or_path=config):
+            model = build()
+        init_gathered(model)
+        return model
 
     def finish_step(self):
         lr = self.engine.get_lr()[0]  # the rate this step uses (the scheduler moves after it)
@@ -167,6 +183,27 @@ class DeepSpeed(EngineLoop):
         norm = self.engine.get_global_grad_norm()
         norm = float(norm) if norm is not None else math.nan
         return lr, norm, {}
+
+
+def init_gathered(model):
+    """GPT's initialisation (examples/python/gpt.py: normal(0.02), residual projections
+    scaled by 1/sqrt(2 n_layer), zero biases) for a model whose parameters zero.Init
+    partitioned: one module's parameters gathered at a time, set on rank 0, partitioned again."""
+    import deepspeed
+    n_layer = len(model.blocks)
+    residual = {id(m) for b in model.blocks for m in (b.attn.proj, b.mlp_proj)}
+    for module in model.modules():
+        own = list(module.parameters(recurse=False))
+        if not own or isinstance(module, torch.nn.LayerNorm):
+            continue
+        with deepspeed.zero.GatheredParameters(own, modifier_rank=0), torch.no_grad():
+            if isinstance(module, torch.nn.Embedding):
+                torch.nn.init.normal_(module.weight, 0.0, 0.02)
+            elif isinstance(module, torch.nn.Linear) and module is not model.lm_head:  # tied
+                std = 0.02 / math.sqrt(2.0 * n_layer) if id(module) in residual else 0.02
+                torch.nn.init.normal_(module.weight, 0.0, std)
+                if module.bias is not None:
+                    torch.nn.init.zeros_(module.bias)
 
 
 SYSTEMS = {"reference": Reference, "ddp": Ddp, "fsdp2": Fsdp2, "zoff": Zoff, "deepspeed": DeepSpeed}
