@@ -49,14 +49,15 @@ def configs(nvme):
     # a billion elements' worth): 1e7 as zoff's. Its parameter swapper holds one parameter per
     # buffer: with its defaults (5 buffers of 1e8 elements, up to 1e9 live parameters, 5e7
     # prefetched) the first forward at 24 blocks failed with "Not enough buffers 0 for
-    # swapping 1". 16 buffers of 2e7 elements (the largest weight, fc's 8192 x 2048, is 1.7e7),
-    # at most 1e8 parameters live (two blocks) and one block prefetched fit what it gathers.
+    # swapping 1", and so did 16 buffers of 2e7 elements at 48 blocks (2026-12-01); 64 of 2e7
+    # (the largest weight, fc's 8192 x 2048, is 1.7e7; 2.6 GB of buffers in bf16), at most
+    # 1e8 parameters live (two blocks) and 5e7 prefetched trained 24 blocks.
     deepspeed["zero_optimization"] = {
         "stage": 3, "sub_group_size": 10000000, "reduce_bucket_size": 100000000,
         "overlap_comm": True, "stage3_max_live_parameters": 100000000,
         "stage3_prefetch_bucket_size": 50000000,
         "offload_optimizer": {"device": "nvme", "nvme_path": nvme},
-        "offload_param": {"device": "nvme", "nvme_path": nvme, "buffer_count": 16,
+        "offload_param": {"device": "nvme", "nvme_path": nvme, "buffer_count": 64,
                           "buffer_size": 20000000}}
     return zoff, deepspeed
 
