@@ -7,11 +7,4 @@
 #   Arguments go to scripts/peers/capacity.py: --systems, --zoff-depths, --deepspeed-depths
 #   (comma-separated, ascending), --steps, --context, --dir, --out, --timeout.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/setup_peers.sh
-bash scripts/build.sh --target zoff zoff_python
-source scripts/env.sh
-PEERS_VENV="${ZOFF_PEERS_VENV:-$ZOFF_CACHE_ROOT/venv-peers}"
-export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$ZOFF_CACHE_ROOT/torch_extensions}"
-echo "+ $PEERS_VENV/bin/python scripts/peers/capacity.py $*"
-exec "$PEERS_VENV/bin/python" scripts/peers/capacity.py --build-dir "${ZOFF_BUILD_DIR:-build}" "$@"
+exec bash "$(dirname "$0")/peers/run_driver.sh" capacity "$@"

@@ -7,13 +7,4 @@
 #   --gate-steps G, --warmup W, --rounds R,
 #   --runs LABEL..., --out DIR (default runs/bench_peers).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/setup_peers.sh
-bash scripts/build.sh --target zoff zoff_python
-source scripts/env.sh
-PEERS_VENV="${ZOFF_PEERS_VENV:-$ZOFF_CACHE_ROOT/venv-peers}"
-# DeepSpeed JIT-compiles its CPU Adam and async I/O ops on first use (1-2 minutes each):
-# their build cache lives beside the venvs, outside the clone.
-export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$ZOFF_CACHE_ROOT/torch_extensions}"
-echo "+ $PEERS_VENV/bin/python scripts/peers/bench.py $*"
-exec "$PEERS_VENV/bin/python" scripts/peers/bench.py --build-dir "${ZOFF_BUILD_DIR:-build}" "$@"
+exec bash "$(dirname "$0")/peers/run_driver.sh" bench "$@"
