@@ -14,6 +14,7 @@ namespace zoff::engine {
 namespace {
 
 std::atomic<int64_t> g_live{0};
+std::atomic<int64_t> g_peak{0};
 c10::Allocator* g_base = nullptr;
 
 // Each block starts with a header holding its size and the base block's deleter, so the
@@ -45,7 +46,11 @@ class CountingCpuAllocator final : public c10::Allocator {
     const Header header{n, base.get_deleter()};
     char* raw = static_cast<char*>(base.release_context());
     std::memcpy(raw, &header, sizeof header);
-    g_live.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+    const int64_t live = g_live.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) +
+                         static_cast<int64_t>(n);
+    int64_t peak = g_peak.load(std::memory_order_relaxed);
+    while (live > peak && !g_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    }
     void* data = raw + kHeaderBytes;
     return {data, data, &counted_delete, c10::Device(c10::DeviceType::CPU)};
   }
@@ -76,6 +81,10 @@ ActivationMeter::ActivationMeter() {
 }
 
 int64_t ActivationMeter::live_bytes() { return g_live.load(std::memory_order_relaxed); }
+
+int64_t ActivationMeter::peak_live_bytes() { return g_peak.load(std::memory_order_relaxed); }
+
+void ActivationMeter::reset_peak() { g_peak.store(live_bytes(), std::memory_order_relaxed); }
 
 void ActivationMeter::mark_baseline() { baseline_ = live_bytes(); }
 

@@ -169,6 +169,55 @@ TEST(WidenedProducts, BackwardIsAutogradThroughFp32Casts) {
   }
 }
 
+// Weights whose fp32 copy, or whose fp32 product with x, passes the chunk size (4 MiB) go by
+// chunks of their rows: a wide weight (20,000 x 64) and a product of many rows (5,000 rows
+// into 300 outputs), as linear, linear without bias and the tied head's x @ w^T. Forward
+// columns and weight-gradient rows are each one chunk's product; the input gradient sums
+// the chunks in fp32 in another order than one GEMM: within one 16-bit ulp of the largest
+// element against autograd through fp32 casts.
+TEST(WidenedProducts, LargeProductsGoByChunksWithTheSameArithmetic) {
+  constexpr double kOneBf16Ulp = 1.0 / 128;
+  Bf16ProductsGuard widened(Bf16Products::kWidened);
+  struct Shape {
+    int64_t rows, in, out;
+  };
+  for (auto dtype : {torch::kHalf, torch::kBFloat16}) {
+    for (const Shape shape : {Shape{21, 64, 20000}, Shape{5000, 64, 300}}) {
+      torch::manual_seed(8);
+      auto leaf = [&](std::vector<int64_t> sizes) {
+        return (torch::randn(sizes) * 0.5).to(dtype).requires_grad_();
+      };
+      const auto x = leaf({3, shape.rows / 3, shape.in});
+      const auto w = leaf({shape.out, shape.in}), b = leaf({shape.out});
+      auto f = [](const torch::Tensor& t) { return t.to(torch::kFloat32); };
+      auto grads = [&](bool ours) {
+        const std::vector<torch::Tensor> ys =
+            ours ? std::vector<torch::Tensor>{widened_linear(x, w, b), widened_linear(x, w, {}),
+                                              widened_matmul(x, w.t())}
+                 : std::vector<torch::Tensor>{torch::linear(f(x), f(w), f(b)).to(dtype),
+                                              torch::linear(f(x), f(w)).to(dtype),
+                                              torch::matmul(f(x), f(w).t()).to(dtype)};
+        torch::Tensor loss = torch::zeros({}, torch::kFloat32);
+        std::vector<torch::Tensor> out;
+        for (const auto& y : ys) {
+          out.push_back(y.detach());
+          loss = loss + (f(y) * torch::linspace(-1, 1, y.numel()).view(y.sizes())).sum();
+        }
+        for (const auto& g : torch::autograd::grad({loss}, {x, w, b})) out.push_back(g);
+        return out;
+      };
+      const auto got = grads(true), want = grads(false);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].scalar_type(), dtype) << i;
+        ASSERT_EQ(got[i].sizes(), want[i].sizes()) << i;
+        EXPECT_LE(max_rel(got[i], want[i]).item<double>(), kOneBf16Ulp)
+            << "output " << i << ", " << dtype << ", " << shape.rows << " x " << shape.in << " -> "
+            << shape.out;
+      }
+    }
+  }
+}
+
 // A gpt forward in fp16 through zoff's model (widened products) against the same model run
 // with LibTorch's fp16 ops throughout (the pure-fp16 reference).
 TEST(WidenedProducts, GptLogitsStayCloseToPureFp16) {

@@ -24,6 +24,10 @@ class ActivationMeter {
   void reset() { kept_ = 0; }
   // Bytes of counted CPU tensors alive now.
   static int64_t live_bytes();
+  // The most bytes of counted CPU tensors alive at once since the last reset_peak (or since
+  // the first meter): what a piece of code needs at its worst, beyond what it started with.
+  static int64_t peak_live_bytes();
+  static void reset_peak();  // to live_bytes()
 
  private:
   int64_t baseline_ = 0;

@@ -17,6 +17,9 @@ namespace zoff::models {
 // fallback do it, up to the order of the additions. Autograd goes through the casts, so
 // backward's products are widened the same way and the gradients come back in the 16-bit
 // type. fp16 is always widened; bf16 per `Bf16Products`; fp32 goes straight to LibTorch.
+// A product whose 2-D weight, or whose output block, would take more than 4 MiB in fp32 is
+// taken a chunk of the weight's rows at a time in fp32 scratch kept per thread, so no fp32
+// block of a weight's size is allocated (or left in the heap) by any product.
 
 enum class Bf16Products {
   kAuto,     // widened unless the CPU has AVX512-BF16 or AMX-BF16 (or ZOFF_BF16_PRODUCTS says)
