@@ -93,7 +93,8 @@ bool chunks_weight(const torch::Tensor& x, const torch::Tensor& w) {
 // Three fp32 buffers per thread, grown to the largest chunk asked for and then reused: the
 // widened weight chunk, the [M, rows] block (forward's product, backward's widened
 // gradient) and backward's weight-gradient chunk. At most 3 x kWideChunkBytes per thread
-// that multiplies; no view of them outlives the product that took it.
+// that multiplies (unless one row of w, or M, alone passes it); no view of them outlives the
+// product that took it.
 class WideScratch {
  public:
   enum Slot { kWeight, kRowsBlock, kWeightGrad, kSlots };
@@ -118,12 +119,13 @@ torch::Tensor wide_into(WideScratch::Slot slot, const torch::Tensor& src) {
   return wide_scratch().view(slot, src.size(0), src.size(1)).copy_(src);
 }
 
-// x @ w^T + b by chunks of w's rows, x [M, K], w [N, K], b [N] or undefined: each chunk is
-// widened, multiplied and rounded into its columns of the 16-bit output.
+// x @ w^T + b by chunks of w's rows, x [..., K] (M rows in all), w [N, K], b [N] or
+// undefined: each chunk is widened, multiplied and rounded into its columns of the 16-bit
+// output [..., N].
 torch::Tensor chunked_forward(const torch::Tensor& x, const torch::Tensor& w,
                               const torch::Tensor& b) {
-  const int64_t M = x.size(0), N = w.size(0), rows = chunk_rows(w.size(1), M);
-  const torch::Tensor xw = wide(x);  // [M, K]
+  const torch::Tensor xw = wide(x.reshape({-1, w.size(1)}));  // [M, K]
+  const int64_t M = xw.size(0), N = w.size(0), rows = chunk_rows(w.size(1), M);
   torch::Tensor y = torch::empty({M, N}, x.options());
   for (int64_t n0 = 0; n0 < N; n0 += rows) {
     const int64_t n = std::min(rows, N - n0);
@@ -137,27 +139,32 @@ torch::Tensor chunked_forward(const torch::Tensor& x, const torch::Tensor& w,
     }
     y.narrow(1, n0, n).copy_(yc);
   }
-  return y;
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = N;
+  return y.view(sizes);
 }
 
-// Gradients of chunked_forward from g [M, N], over the same chunks: gx sums every chunk's
-// g_c @ w_c in fp32 and is rounded once at the end; gw's and gb's rows are each one chunk's
-// sum, rounded into place. `needed`: x, w, b; what is not needed stays undefined.
+// Gradients of chunked_forward from g [..., N], over the same chunks: gx (x's shape) sums
+// every chunk's g_c @ w_c in fp32 and is rounded once at the end; gw's [N, K] and gb's rows
+// are each one chunk's sum, rounded into place. `needed`: x, w, b; what is not needed stays
+// undefined.
 struct ChunkedGrads {
   torch::Tensor gx, gw, gb;
 };
 ChunkedGrads chunked_backward(const torch::Tensor& g, const torch::Tensor& x,
                               const torch::Tensor& w, c10::ScalarType bias_dtype,
                               std::array<bool, 3> needed) {
-  const int64_t M = x.size(0), N = w.size(0), K = w.size(1), rows = chunk_rows(K, M);
-  const torch::Tensor xw = needed[1] ? wide(x) : torch::Tensor();  // [M, K]
+  const int64_t N = w.size(0), K = w.size(1);
+  const torch::Tensor g2 = g.reshape({-1, N});  // [M, N]
+  const int64_t M = g2.size(0), rows = chunk_rows(K, M);
+  const torch::Tensor xw = needed[1] ? wide(x.reshape({-1, K})) : torch::Tensor();  // [M, K]
   torch::Tensor gx = needed[0] ? torch::zeros({M, K}) : torch::Tensor();
   ChunkedGrads out;
   if (needed[1]) out.gw = torch::empty({N, K}, w.options());
   if (needed[2]) out.gb = torch::empty({N}, w.options().dtype(bias_dtype));
   for (int64_t n0 = 0; n0 < N; n0 += rows) {
     const int64_t n = std::min(rows, N - n0);
-    const torch::Tensor gc = wide_into(WideScratch::kRowsBlock, g.narrow(1, n0, n));  // [M, n]
+    const torch::Tensor gc = wide_into(WideScratch::kRowsBlock, g2.narrow(1, n0, n));  // [M, n]
     if (needed[0]) gx.addmm_(gc, wide_into(WideScratch::kWeight, w.narrow(0, n0, n)));
     if (needed[1]) {
       torch::Tensor gwc = wide_scratch().view(WideScratch::kWeightGrad, n, K);
@@ -165,7 +172,7 @@ ChunkedGrads chunked_backward(const torch::Tensor& g, const torch::Tensor& x,
     }
     if (needed[2]) out.gb.narrow(0, n0, n).copy_(gc.sum(0));
   }
-  if (needed[0]) out.gx = gx.to(x.scalar_type());
+  if (needed[0]) out.gx = gx.view(x.sizes()).to(x.scalar_type());
   return out;
 }
 
@@ -175,12 +182,8 @@ struct WidenedLinearFn : torch::autograd::Function<WidenedLinearFn> {
                                const torch::Tensor& b) {
     ctx->save_for_backward({x, w});
     ctx->saved_data["bias_dtype"] = static_cast<int64_t>(b.scalar_type());
-    if (!chunks_weight(x, w)) {
-      return torch::linear(wide(x), wide(w), wide(b)).to(x.scalar_type());
-    }
-    std::vector<int64_t> sizes = x.sizes().vec();
-    sizes.back() = w.size(0);
-    return chunked_forward(x.reshape({-1, w.size(1)}), w, b).view(sizes);
+    if (chunks_weight(x, w)) return chunked_forward(x, w, b);
+    return torch::linear(wide(x), wide(w), wide(b)).to(x.scalar_type());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -189,10 +192,9 @@ struct WidenedLinearFn : torch::autograd::Function<WidenedLinearFn> {
     const torch::Tensor& w = saved[1];
     const auto bias_dtype = static_cast<c10::ScalarType>(ctx->saved_data["bias_dtype"].toInt());
     if (chunks_weight(x, w)) {
-      auto r = chunked_backward(
-          grads[0].reshape({-1, w.size(0)}), x.reshape({-1, w.size(1)}), w, bias_dtype,
+      const auto r = chunked_backward(
+          grads[0], x, w, bias_dtype,
           {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
-      if (r.gx.defined()) r.gx = r.gx.view(x.sizes());
       return {r.gx, r.gw, r.gb};
     }
     const torch::Tensor g = wide(grads[0]).reshape({-1, w.size(0)});  // [rows, out]
@@ -214,12 +216,8 @@ struct WidenedMatmulFn : torch::autograd::Function<WidenedMatmulFn> {
                                const torch::Tensor& b) {
     ctx->save_for_backward({a, b});
     // A 2-D b is a weight (x @ w^T, the tied head's x @ wte^T): its transpose is w [N, K].
-    if (b.dim() != 2 || !chunks_weight(a, b.t())) {
-      return torch::matmul(wide(a), wide(b)).to(a.scalar_type());
-    }
-    std::vector<int64_t> sizes = a.sizes().vec();
-    sizes.back() = b.size(1);
-    return chunked_forward(a.reshape({-1, a.size(-1)}), b.t(), torch::Tensor()).view(sizes);
+    if (b.dim() == 2 && chunks_weight(a, b.t())) return chunked_forward(a, b.t(), torch::Tensor());
+    return torch::matmul(wide(a), wide(b)).to(a.scalar_type());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -227,10 +225,9 @@ struct WidenedMatmulFn : torch::autograd::Function<WidenedMatmulFn> {
     const torch::Tensor& a = saved[0];
     const torch::Tensor& b = saved[1];
     if (b.dim() == 2 && chunks_weight(a, b.t())) {
-      auto r = chunked_backward(grads[0].reshape({-1, b.size(1)}), a.reshape({-1, a.size(-1)}),
-                                b.t(), b.scalar_type(),
-                                {ctx->needs_input_grad(0), ctx->needs_input_grad(1), false});
-      return {r.gx.defined() ? r.gx.view(a.sizes()) : r.gx, r.gw.defined() ? r.gw.t() : r.gw};
+      const auto r = chunked_backward(grads[0], a, b.t(), b.scalar_type(),
+                                      {ctx->needs_input_grad(0), ctx->needs_input_grad(1), false});
+      return {r.gx, r.gw.defined() ? r.gw.t() : r.gw};
     }
     const torch::Tensor g = wide(grads[0]);  // [..., M, N]
     torch::Tensor ga, gb;
