@@ -56,7 +56,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for variant in ram disk; do
     tag="${variant}_r$round"
     cmd=(/usr/bin/time -v "$ZOFF" train --model gpt --preset "$PRESET" --context "$CONTEXT"
-         --seed 1 --steps "$STEPS" --config "$OUT/$variant.json" --log "$OUT/$tag.jsonl")
+         --seed 1 --steps "$STEPS" --no-eval --config "$OUT/$variant.json" --log "$OUT/$tag.jsonl")
     echo "+ ${cmd[*]}"
     "${cmd[@]}" >"$OUT/$tag.out" 2>"$OUT/$tag.time" || {
       tail -5 "$OUT/$tag.out" "$OUT/$tag.time"

@@ -105,12 +105,12 @@ void ZeroEngine::resolve_placement() {
                    : placement_.precision == placement::Precision::kFp16 ? torch::kHalf
                                                                          : torch::kFloat32;
   // Every step frees and allocates the same activations: they stay in the heap for the next
-  // step, and with the parameters in memory so do blocks too large for it, in zoff's CPU
-  // allocator (heap_policy.h; Placement::keep_large_blocks). What must leave RSS once freed
-  // (stage 3's units, the tiers' buffers) is in mappings of its own (core/own_mapping.h).
-  // With the parameters on disk in a run short of memory peak RSS is what the run is about:
-  // only blocks below 4 MiB stay in the heap and its free top goes back at once (what each
-  // costs: heap_policy.h; placement::rss_first_heap when).
+  // step, and so do blocks too large for it, in zoff's CPU allocator (heap_policy.h;
+  // Placement::keep_large_blocks). What must leave RSS once freed (stage 3's units, the
+  // tiers' buffers) is in mappings of its own (core/own_mapping.h). With the parameters on
+  // disk in a run short of memory peak RSS is what the run is about: only blocks below 4 MiB
+  // stay in the heap and its free top goes back at once (what each costs: heap_policy.h;
+  // placement::rss_first_heap when).
   if (placement_.rss_first_heap) {
     keep_freed_memory_for_reuse(kHeapRssFirstMmapBytes, kHeapMinTrimBytes,
                                 /*keep_large_blocks=*/false);

@@ -1,6 +1,6 @@
 // Placement::rss_first_heap: runs with parameters on disk keep freed activation blocks for the
 // next step unless they are short of memory; Placement::keep_large_blocks: blocks above
-// glibc's heap too, with the parameters in memory.
+// glibc's heap too, under the same condition.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -48,15 +48,22 @@ TEST(RssFirstHeap, ResolvedForParametersOnDiskFromTheWholeModelAndTheMemory) {
   EXPECT_FALSE(resolve(stage3("cpu", 2), ctx).rss_first_heap);  // parameters in memory
 }
 
-// Blocks above glibc's heap are kept for the next step only with the parameters in memory.
-TEST(KeepLargeBlocks, OnlyWithTheParametersInMemory) {
+// Blocks above glibc's heap are kept for the next step unless the run is short of memory
+// (rss_first_heap): with the parameters in memory, or on disk with memory to spare.
+TEST(KeepLargeBlocks, UnlessTheParametersAreOnDiskForWantOfMemory) {
   PlacementContext ctx;
   ctx.world = 2;
   ctx.shard_elems = 1000;
   ctx.available_bytes = 16 * kGB;
-  EXPECT_FALSE(resolve(stage3("nvme", 2), ctx).keep_large_blocks);
+  EXPECT_TRUE(resolve(stage3("nvme", 2), ctx).keep_large_blocks);
   EXPECT_TRUE(resolve(stage3("cpu", 2), ctx).keep_large_blocks);
   EXPECT_TRUE(resolve(stage3("none", 2), ctx).keep_large_blocks);
+  ctx.shard_elems = 1000000000;  // 4 GB of bf16 parameters: a quarter of 16 GB
+  ctx.available_bytes = 16 * kGB - 4;
+  EXPECT_FALSE(resolve(stage3("nvme", 2), ctx).keep_large_blocks);
+  EXPECT_TRUE(resolve(stage3("cpu", 2), ctx).keep_large_blocks);
+  ctx.available_bytes = 0;  // unknown memory
+  EXPECT_FALSE(resolve(stage3("nvme", 2), ctx).keep_large_blocks);
 }
 
 }  // namespace

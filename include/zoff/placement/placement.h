@@ -81,9 +81,10 @@ struct Placement {
   // for the next step: parameters on disk in a run short of memory (rss_first_heap()).
   bool rss_first_heap = false;
   // Freed blocks of 32 MiB or more stay mapped for the next request (core/large_block_cache.h):
-  // runs with their parameters in memory. With parameters on disk, what is kept through the
-  // step adds to the peak RSS such a run is on disk for (a cache of blocks of 4 MiB or more
-  // tried on 2026-11-29 gave gpt xl on disk +0.3 GB of peak RSS: docs/cpp_api.md).
+  // every run but those with rss_first_heap. In a run short of memory what is kept through
+  // the step adds to the peak RSS it is on disk for (a cache of blocks of 4 MiB or more tried
+  // on 2026-11-29 gave gpt xl on disk +0.3 GB of peak RSS: docs/cpp_api.md); in the others
+  // (gpt 1.3b on disk on 24 GB) the blocks would be faulted and zeroed again every step.
   bool keep_large_blocks = false;
 
   bool offloaded() const { return optimizer.store != Store::kCompute; }
