@@ -116,7 +116,7 @@ void ZeroEngine::resolve_placement() {
                                 /*keep_large_blocks=*/false);
   } else {
     keep_freed_memory_for_reuse(kHeapReuseMmapBytes, kHeapReuseTrimBytes,
-                                placement_.keep_large_blocks);
+                                placement_.keep_large_blocks());
   }
 }
 

@@ -246,7 +246,6 @@ Placement resolve(const config::Config& config, const PlacementContext& context,
   const int64_t param_bytes = context.shard_elems * std::max(context.world, 1) *
                               static_cast<int64_t>(element_bytes(p.precision));
   p.rss_first_heap = p.params_on_disk() && rss_first_heap(param_bytes, context.available_bytes);
-  p.keep_large_blocks = !p.rss_first_heap;
   return p;
 }
 

@@ -55,15 +55,15 @@ TEST(KeepLargeBlocks, UnlessTheParametersAreOnDiskForWantOfMemory) {
   ctx.world = 2;
   ctx.shard_elems = 1000;
   ctx.available_bytes = 16 * kGB;
-  EXPECT_TRUE(resolve(stage3("nvme", 2), ctx).keep_large_blocks);
-  EXPECT_TRUE(resolve(stage3("cpu", 2), ctx).keep_large_blocks);
-  EXPECT_TRUE(resolve(stage3("none", 2), ctx).keep_large_blocks);
-  ctx.shard_elems = 1000000000;  // 4 GB of bf16 parameters: a quarter of 16 GB
+  EXPECT_TRUE(resolve(stage3("nvme", 2), ctx).keep_large_blocks());
+  EXPECT_TRUE(resolve(stage3("cpu", 2), ctx).keep_large_blocks());
+  EXPECT_TRUE(resolve(stage3("none", 2), ctx).keep_large_blocks());
+  ctx.shard_elems = 1000000000;  // 4 GB of bf16 parameters: just over a quarter of the memory
   ctx.available_bytes = 16 * kGB - 4;
-  EXPECT_FALSE(resolve(stage3("nvme", 2), ctx).keep_large_blocks);
-  EXPECT_TRUE(resolve(stage3("cpu", 2), ctx).keep_large_blocks);
+  EXPECT_FALSE(resolve(stage3("nvme", 2), ctx).keep_large_blocks());
+  EXPECT_TRUE(resolve(stage3("cpu", 2), ctx).keep_large_blocks());
   ctx.available_bytes = 0;  // unknown memory
-  EXPECT_FALSE(resolve(stage3("nvme", 2), ctx).keep_large_blocks);
+  EXPECT_FALSE(resolve(stage3("nvme", 2), ctx).keep_large_blocks());
 }
 
 }  // namespace

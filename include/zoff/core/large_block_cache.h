@@ -20,9 +20,9 @@ namespace zoff {
 // What it maps stays within the most large-block bytes ever live at once, which a process
 // without it maps too: a fresh mapping first unmaps cached blocks (least recently freed
 // first) until live + cached + new is within that peak. What stays cached still counts in
-// RSS beside the rest of the process (the engine keeps large blocks only in runs with their
-// parameters in memory: Placement::keep_large_blocks). Between steps what the last step
-// freed stays mapped, as glibc's heap keeps its smaller blocks (heap_policy.h).
+// RSS beside the rest of the process (the engine keeps large blocks except in runs with their
+// parameters on disk for want of memory: Placement::keep_large_blocks). Between steps what the last
+// step freed stays mapped, as glibc's heap keeps its smaller blocks (heap_policy.h).
 //
 // Smaller blocks go to LibTorch's default CPU allocator. Thread-safe; every block is its own
 // DataPtr's context (LibTorch's raw_allocate contract), and raw_deleter frees either kind.

@@ -85,7 +85,7 @@ struct Placement {
   // the step adds to the peak RSS it is on disk for (a cache of blocks of 4 MiB or more tried
   // on 2026-11-29 gave gpt xl on disk +0.3 GB of peak RSS: docs/cpp_api.md); in the others
   // (gpt 1.3b on disk on 24 GB) the blocks would be faulted and zeroed again every step.
-  bool keep_large_blocks = false;
+  bool keep_large_blocks() const { return !rss_first_heap; }
 
   bool offloaded() const { return optimizer.store != Store::kCompute; }
   bool optimizer_on_disk() const { return on_disk(optimizer.store); }
