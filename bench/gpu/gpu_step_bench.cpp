@@ -8,7 +8,9 @@
 // compute) and reports the median step time, tokens/s and the GPU allocator's peak while it
 // ran. "offload": ZeroEngine at stage 2 with offload_optimizer cpu: the fp32 master, the
 // AdamW states and the gradient shard in pinned host memory, the fused CPU AdamW; "dpu":
-// the same with the delayed parameter update. "gpu": an
+// the same with the delayed parameter update; "stage3": ZeRO-3 with offload_optimizer cpu,
+// the 16-bit parameter pieces in host memory and only the units in use whole on the GPU,
+// each gathered in host memory and copied over. "gpu": an
 // fp32 master model and LibTorch's AdamW on the GPU, a bf16 copy computing, as a user
 // without ZeRO would train. Modes alternate round by round (the machine's speed drifts).
 #include <c10/core/CachingDeviceAllocator.h>
@@ -100,12 +102,14 @@ void time_steps(const Options& o, int64_t T, Result* r, Step&& step) {
   r->tokens_per_s = static_cast<double>(o.batch * T) / (r->median_step_ms / 1000.0);
 }
 
-// "offload", or "dpu": the same with the delayed parameter update from the first step (the
-// CPU step of step t runs while the GPU computes step t + 1).
-Result run_offload(const Options& o, bool delayed) {
+// "offload"; "dpu": the same with the delayed parameter update from the first step (the CPU
+// step of step t runs while the GPU computes step t + 1); "stage3": ZeRO-3, the parameters'
+// pieces in host memory.
+Result run_offload(const Options& o, const std::string& mode) {
   const auto cfg = model_config(o);
+  const bool delayed = mode == "dpu";
   Result r;
-  r.mode = delayed ? "dpu" : "offload";
+  r.mode = mode;
   torch::manual_seed(1);
   zoff::models::Gpt model(cfg);
   model->to(torch::kCUDA);
@@ -115,7 +119,7 @@ Result run_offload(const Options& o, bool delayed) {
   c.optimizer.type = "adamw";
   c.optimizer.lr = 1e-4;
   c.bf16 = true;
-  c.zero.stage = 2;
+  c.zero.stage = mode == "stage3" ? 3 : 2;
   c.zero.offload_optimizer.device = "cpu";
   c.zero.offload_optimizer.pin_memory = o.pin_memory;
   c.zero.offload_optimizer.delayed_param_update = delayed;
@@ -211,7 +215,7 @@ int run(const Options& o) {
     for (const auto& mode : modes) {
       gpu_allocator()->emptyCache();
       gpu_allocator()->resetPeakStats(0);
-      Result r = mode == "gpu" ? run_gpu(o) : run_offload(o, mode == "dpu");
+      Result r = mode == "gpu" ? run_gpu(o) : run_offload(o, mode);
       r.round = round;
       r.gpu_peak_gib = gpu_peak_gib();
       r.host_rss_gib = static_cast<double>(zoff::current_rss_bytes()) / kGiB;
@@ -244,8 +248,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--rounds", o.rounds, "rounds, the mode order alternating")
       ->check(CLI::PositiveNumber);
-  app.add_option("--modes", o.modes, "offload, dpu (offload with the delayed update), gpu")
-      ->check(CLI::IsMember({"offload", "dpu", "gpu"}));
+  app.add_option("--modes", o.modes,
+                 "offload, dpu (offload with the delayed update), stage3 (ZeRO-3 offload), gpu")
+      ->check(CLI::IsMember({"offload", "dpu", "stage3", "gpu"}));
   app.add_option("--json", o.json, "write the results here");
   app.add_option("--pin-memory", o.pin_memory,
                  "offload: page-locked host buffers (LibTorch rounds each up to a power of two)");

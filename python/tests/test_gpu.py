@@ -1,4 +1,4 @@
-"""The GPU path through `import zoff`: the examples' GPT on a CUDA device, ZeRO stages 1-2
+"""The GPU path through `import zoff`: the examples' GPT on a CUDA device, ZeRO stages 1-3
 with the optimizer offloaded to the CPU, against torch.optim.AdamW on the GPU (fp32: within
 1e-5 per step). Skipped where no GPU is visible."""
 import os
@@ -59,7 +59,7 @@ def reference_losses(data):
     return losses
 
 
-@pytest.mark.parametrize("stage", [1, 2])
+@pytest.mark.parametrize("stage", [1, 2, 3])
 def test_cuda_gpt_with_cpu_offload_matches_torch_adamw(stage):
     data = readme_tokens(STEPS)
     want = reference_losses(data)

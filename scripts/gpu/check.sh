@@ -58,7 +58,7 @@ part() { [[ "$parts" == *" $1 "* ]]; }
 # The GPU tests, then the CPU stand-in of the same path (tests/engine/device_path_test.cpp)
 # beside an engine test over Gloo.
 if part tests; then
-  limit 150 "$BUILD/zoff_test_train" --gtest_filter='GpuOffload.*' \
+  limit 200 "$BUILD/zoff_test_train" --gtest_filter='GpuOffload.*' \
     --gtest_output="json:$OUT/gpu_tests.json"
   echo "gpu_check: GPU tests rc=$? at $((SECONDS - start)) s"
 fi
@@ -77,8 +77,8 @@ if part python; then
 fi
 
 # Throughput: offloaded against all on the GPU, alternating, two rounds.
-part medium && limit 100 "$BUILD/zoff_gpu_bench" --preset medium --batch 8 --steps 10 --rounds 2 \
-  --modes offload dpu gpu \
+part medium && limit 130 "$BUILD/zoff_gpu_bench" --preset medium --batch 8 --steps 10 --rounds 2 \
+  --modes offload dpu stage3 gpu \
   --json "$OUT/bench_medium.json"
 echo "gpu_check: medium bench rc=$? at $((SECONDS - start)) s"
 # The largest: both modes at 2.7b (memory of each), then zoff alone on larger models.

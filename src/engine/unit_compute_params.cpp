@@ -26,6 +26,11 @@ class UnitComputeParams final : public ComputeParams {
     go.max_live_elems = s_.config->zero.stage3_max_live_parameters;
     go.persistence_threshold = s_.config->zero.stage3_param_persistence_threshold;
     go.start_released = s_.start_released;
+    if (s_.on_device) {  // units gathered in host memory, then copied to the device
+      go.transfer = s_.transfer;
+      go.device = s_.device;
+      go.host_options = s_.host_options;
+    }
     gatherer_ = std::make_unique<UnitGatherer>(*s_.layout, s_.module_units, make_pieces(store),
                                                s_.dtype, s_.comm, go);
     gatherer_->set_meter(s_.meter);
@@ -51,7 +56,10 @@ class UnitComputeParams final : public ComputeParams {
   torch::Tensor flat() const override { return shard_space_; }
 
   void add_bytes(MemoryStats* m) const override {
-    m->compute.params = gatherer_->pieces().resident_bytes() + gatherer_->whole_bytes();
+    // On the GPU path the pieces are host memory and the whole units the device's.
+    const size_t pieces = gatherer_->pieces().resident_bytes();
+    m->compute.params = gatherer_->whole_bytes() + (s_.on_device ? 0 : pieces);
+    if (s_.on_device) m->offload.params = pieces;
     if (region_) m->nvme.params = region_->bytes();
     m->live_unit_bytes = gatherer_->whole_bytes();
     m->peak_live_bytes =

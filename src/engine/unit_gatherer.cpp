@@ -72,7 +72,7 @@ UnitGatherer::UnitGatherer(
     // Large units mapped, not taken from the heap: one that starts released is then never
     // touched, and one freed leaves no hole in the heap (own_mapping.h).
     unit.whole = std::make_unique<partition::FlatBuffer>(unit.slots,
-                                                         new_unit_buffer(lu.padded_numel, dtype));
+                                                         new_whole_buffer(lu.padded_numel, dtype));
     unit.persistent = lu.padded_numel < options_.persistence_threshold;
     if (!unit.persistent) largest.add(unit.whole->bytes());
     if (options_.start_released && !unit.persistent) {
@@ -84,6 +84,13 @@ UnitGatherer::UnitGatherer(
   }
   peak_live_ = live_;
   spare_.set_cap(largest.sum());
+}
+
+// On the CPU (the stand-in's too) a unit's buffer is as every CPU run has it; on an
+// accelerator it is the device's allocator's.
+torch::Tensor UnitGatherer::new_whole_buffer(int64_t numel, torch::ScalarType dtype) const {
+  if (options_.device.is_cpu()) return new_unit_buffer(numel, dtype);
+  return torch::zeros({numel}, torch::TensorOptions().dtype(dtype).device(options_.device));
 }
 
 UnitGatherer::~UnitGatherer() {
@@ -134,12 +141,27 @@ void UnitGatherer::gather_async(size_t u) {
   if (unit.state != State::kReleased) return;
   attach_buffer(unit);
   unit.sending = pieces_->get(u);
-  unit.work = comm_->all_gather(unit.sending, unit.whole->flat());
+  unit.work = comm_->all_gather(unit.sending, gather_target(u));
   unit.state = State::kGathering;
   if (!unit.persistent) {
     live_ += layout_.units()[u].padded_numel;
     peak_live_ = std::max(peak_live_, live_);
   }
+}
+
+torch::Tensor UnitGatherer::gather_target(size_t u) {
+  auto& unit = units_[u];
+  if (options_.transfer == nullptr) return unit.whole->flat();
+  unit.landing = torch::empty({layout_.units()[u].padded_numel},
+                              options_.host_options.dtype(unit.whole->flat().scalar_type()));
+  return unit.landing;
+}
+
+void UnitGatherer::land(const std::vector<size_t>& units) {
+  if (options_.transfer == nullptr) return;
+  for (size_t u : units) options_.transfer->copy(units_[u].whole->flat(), units_[u].landing);
+  options_.transfer->wait();  // the host buffers go; compute queued next reads the units
+  for (size_t u : units) units_[u].landing = torch::Tensor();
 }
 
 void UnitGatherer::wait_whole(size_t u) {
@@ -149,6 +171,7 @@ void UnitGatherer::wait_whole(size_t u) {
     auto work = std::move(unit.work);
     work->wait();
     finish_send(u);
+    land({u});
     unit.state = State::kGathered;
   }
 }
@@ -167,6 +190,7 @@ void UnitGatherer::release(size_t u) {
     auto work = std::move(unit.work);
     work->wait();  // Gloo still writes into the buffer
     finish_send(u);
+    unit.landing = torch::Tensor();  // gathered, never used: nothing to copy
   }
   detach_buffer(unit);
   unit.state = State::kReleased;
@@ -382,13 +406,14 @@ void UnitGatherer::refresh_whole_units() {
     auto& unit = units_[u];
     if (unit.state == State::kReleased) continue;
     unit.sending = pieces_->get(u);
-    works.push_back(comm_->all_gather(unit.sending, unit.whole->flat()));
+    works.push_back(comm_->all_gather(unit.sending, gather_target(u)));
     sent.push_back(u);
     unit.state = State::kGathered;
     unit.work.reset();
   }
   for (auto& w : works) w->wait();
   for (size_t u : sent) finish_send(u);
+  land(sent);
 }
 
 }  // namespace zoff::engine

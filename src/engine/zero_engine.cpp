@@ -120,11 +120,12 @@ void ZeroEngine::resolve_placement() {
   }
 }
 
-// A module on an accelerator: ZeRO-Offload's GPU path, stages 1 and 2 with the optimizer
+// A module on an accelerator: ZeRO-Offload's GPU path, stages 1-3 with the optimizer
 // offloaded (placement::resolve checks those). The master, the optimizer states and the
 // gradient shard live in host memory or on NVMe and the CPU optimizer updates them; the
-// device holds the 16-bit parameters, the activations and each gradient until it is copied
-// out. The collectives run over the host transports (Gloo, shared memory) on host buffers.
+// device holds the 16-bit parameters (at stage 3 only the units whole now, each gathered in
+// host memory and copied over), the activations and each gradient until it is copied out. The
+// collectives run over the host transports (Gloo, shared memory) on host buffers.
 void ZeroEngine::check_device() const {
   ZOFF_CHECK_ARG(compute_device_.is_cuda() || compute_device_.is_cpu(), "engine: the module is on ",
                  compute_device_.str(),

@@ -69,12 +69,10 @@ void resolve_stores(const config::Config& c, const PlacementContext& ctx, Placem
   p->pin_memory = oo.pin_memory;
 }
 
-// A module on an accelerator: stages 1 and 2 with the optimizer offloaded (zoff's optimizer
-// runs on the CPU).
+// A module on an accelerator: stages 1-3 with the optimizer offloaded (zoff's optimizer
+// runs on the CPU; stage 3's pieces live in host memory or on disk).
 void check_device(const Placement& p) {
-  ZOFF_CHECK_ARG(p.stage == 1 || p.stage == 2, "engine: the module is on a GPU",
-                 ": zero_optimization.stage = ", p.stage,
-                 " on a GPU is not supported yet (use stage 1 or 2 with offload_optimizer)");
+  // Stage 0 cannot offload (the config refuses it), so this also refuses stage 0.
   ZOFF_CHECK_ARG(p.offloaded(), "engine: the module is on a GPU",
                  ": zero_optimization.offload_optimizer.device = none",
                  ": a GPU module needs cpu or nvme (zoff's optimizer runs on the CPU)");

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "zoff/core/device_transfer.h"
 #include "zoff/dist/comm.h"
 #include "zoff/engine/spare_buffers.h"
 #include "zoff/engine/step_meter.h"
@@ -29,6 +30,13 @@ struct UnitGathererOptions {
   // fit in memory. Then every unit must run through zoff::with_unit: a unit that does not is
   // never gathered, and LibTorch refuses to read its parameters ("data is not allocated").
   bool start_released = false;
+  // The GPU path (a module on an accelerator, or EngineOptions::device_path_on_cpu): the
+  // units' buffers are on `device`; each unit is all-gathered into a host buffer of
+  // `host_options` (the collectives run over host transports) and copied to the device
+  // through `transfer` once its gather landed. Null: gathered in place.
+  DeviceTransfer* transfer = nullptr;
+  torch::Device device = torch::kCPU;
+  torch::TensorOptions host_options;
 };
 
 // Every rank keeps its piece of each unit in `pieces` (compute dtype: a host tensor, or a
@@ -52,7 +60,7 @@ class UnitGatherer final : public unit::UnitHooks {
  public:
   enum class State { kReleased, kGathering, kGathered };
 
-  // One whole buffer per unit (`dtype`, host memory; without storage when
+  // One whole buffer per unit (`dtype`, host memory or options.device; without storage when
   // options.start_released). Fill every unit, then bind the parameters.
   UnitGatherer(const partition::ModelLayout& layout,
                std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units,
@@ -105,6 +113,7 @@ class UnitGatherer final : public unit::UnitHooks {
     std::vector<partition::ParamSlot> slots;  // offsets within the unit
     std::unique_ptr<partition::FlatBuffer> whole;
     torch::Tensor sending;  // this rank's piece while an all-gather reads it
+    torch::Tensor landing;  // the GPU path: the host buffer the all-gather writes
     State state = State::kGathered;
     dist::WorkPtr work;
     bool persistent = false;
@@ -125,6 +134,12 @@ class UnitGatherer final : public unit::UnitHooks {
   void finish_first_step();
   void attach_buffer(Unit& unit);
   void detach_buffer(Unit& unit);
+  // Where unit u's all-gather writes: its whole buffer, or on the GPU path a host buffer.
+  torch::Tensor gather_target(size_t u);
+  // The GPU path: copies what landed in the host buffers of `units` to their device buffers
+  // and waits for the copies; a no-op otherwise.
+  void land(const std::vector<size_t>& units);
+  torch::Tensor new_whole_buffer(int64_t numel, torch::ScalarType dtype) const;
 
   const partition::ModelLayout& layout_;
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units_;
