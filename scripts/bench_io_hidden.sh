@@ -10,6 +10,9 @@
 # GRADS: offload_optimizer.gradients of the disk run: stream (default: kept nowhere, each
 # sub-group's gradients go straight into the overlapped step, as the largest models run),
 # nvme (the fp32 gradient shard on disk too, read-add-write per bucket) or cpu (in RAM).
+# BASELINE: another zoff binary (e.g. a copy of build/zoff from before a change) whose disk
+# run joins each round, for an A/B of the change in the same run. Even rounds run the
+# variants in the reverse order.
 #   PRESET=1.3b CONTEXT=256 STEPS=6 ROUNDS=2 STATES=fp32 GRADS=nvme bash scripts/bench_io_hidden.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +24,9 @@ ROUNDS="${ROUNDS:-2}"
 STATES="${STATES:-fp32}"
 GRADS="${GRADS:-stream}"
 OUT="${OUT:-runs/bench_io_hidden}"
+BASELINE="${BASELINE:-}"
 NVME="${NVME:-/var/tmp/zoff_bench_io_hidden}"
+[[ -z "$BASELINE" || -x "$BASELINE" ]] || { echo "bench_io_hidden: BASELINE=$BASELINE: not an executable" >&2; exit 2; }
 [[ "$STEPS" -ge 3 ]] || { echo "bench_io_hidden: STEPS=$STEPS: need >= 3 (two are warm-up)" >&2; exit 2; }
 case "$GRADS" in stream | nvme | cpu) ;; *)
   echo "bench_io_hidden: GRADS=$GRADS: must be stream, nvme or cpu" >&2
@@ -52,11 +57,17 @@ PY
 config ram cpu
 config disk nvme
 
+variants=(ram disk)
+[[ -n "$BASELINE" ]] && variants+=(baseline)
 for round in $(seq 1 "$ROUNDS"); do
-  for variant in ram disk; do
+  order=("${variants[@]}")  # even rounds run the variants in the reverse order
+  ((round % 2 == 0)) && for ((i = ${#variants[@]} - 1, j = 0; i >= 0; i--, j++)); do order[j]="${variants[i]}"; done
+  for variant in "${order[@]}"; do
     tag="${variant}_r$round"
-    cmd=(/usr/bin/time -v "$ZOFF" train --model gpt --preset "$PRESET" --context "$CONTEXT"
-         --seed 1 --steps "$STEPS" --no-eval --config "$OUT/$variant.json" --log "$OUT/$tag.jsonl")
+    binary="$ZOFF" config="$variant"
+    [[ "$variant" == baseline ]] && binary="$BASELINE" config=disk
+    cmd=(/usr/bin/time -v "$binary" train --model gpt --preset "$PRESET" --context "$CONTEXT"
+         --seed 1 --steps "$STEPS" --no-eval --config "$OUT/$config.json" --log "$OUT/$tag.jsonl")
     echo "+ ${cmd[*]}"
     "${cmd[@]}" >"$OUT/$tag.out" 2>"$OUT/$tag.time" || {
       tail -5 "$OUT/$tag.out" "$OUT/$tag.time"
@@ -66,9 +77,9 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-/usr/bin/python3 - "$OUT" "$ROUNDS" "$PRESET" "$CONTEXT" "$STATES" "$GRADS" <<'PY'
+/usr/bin/python3 - "$OUT" "$ROUNDS" "$PRESET" "$CONTEXT" "$STATES" "$GRADS" "$BASELINE" <<'PY'
 import json, re, statistics, sys
-out, rounds, preset, context, states, grads = sys.argv[1], int(sys.argv[2]), *sys.argv[3:7]
+out, rounds, preset, context, states, grads, baseline = sys.argv[1], int(sys.argv[2]), *sys.argv[3:8]
 def rows(tag):
     return [json.loads(l) for l in open(f"{out}/{tag}.jsonl") if '"event"' not in l]
 def step_s(tag):  # median after the first two steps (warm-up); batch 1
@@ -80,6 +91,11 @@ def waits(tag):
 def rss_gib(tag):
     t = open(f"{out}/{tag}.time").read()
     return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t)[1]) / 2**20
+def cpu_s(tag):  # user and system CPU seconds of the whole run
+    t = open(f"{out}/{tag}.time").read()
+    return tuple(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", t)[1]) for k in ("User", "System"))
+def cpu_text(tag):
+    return "CPU user %.0f s, system %.0f s" % cpu_s(tag)
 print(f"gpt {preset}, context {context}, bf16, stage 3, 1 rank, batch 1, {states} states, "
       f"gradients of the disk run: {grads}")
 for r in range(1, rounds + 1):
@@ -92,5 +108,12 @@ for r in range(1, rounds + 1):
           + ", ".join(f"{k[8:]} {v:.2f} s" for k, v in w.items()) + "); peak RSS "
           f"{rss_gib(ram):.2f} / {rss_gib(disk):.2f} GiB; on disk "
           f"{rows(disk)[-1]['mem'].get('nvme', {}).get('total', 0) / 1e9:.2f} GB; last loss "
-          f"{rows(ram)[-1]['loss']:.4f} / {rows(disk)[-1]['loss']:.4f}")
+          f"{rows(ram)[-1]['loss']:.4f} / {rows(disk)[-1]['loss']:.4f}; {cpu_text(ram)} / "
+          f"{cpu_text(disk)}")
+    if baseline:
+        base = f"baseline_r{r}"
+        w = sum(waits(base).values())
+        print(f"  baseline {baseline}: on disk {step_s(base):.2f} s = "
+              f"{step_s(base) / step_s(ram):.3f}x; I/O wait {w:.2f} s; peak RSS "
+              f"{rss_gib(base):.2f} GiB; last loss {rows(base)[-1]['loss']:.4f}; {cpu_text(base)}")
 PY

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "tiered_optimizer_impl.h"
 #include "zoff/core/error.h"
+#include "zoff/optim/gradient_kernels.h"
 #include "zoff/optim/split_master.h"
 
 namespace zoff::engine {
@@ -16,6 +18,25 @@ namespace {
 
 size_t stored_element_bytes(const optim::OptimizerOptions& options) {
   return optim::stored_element_bytes(optim::parse_state_dtype(options.state_dtype));
+}
+
+// copy_divide_and_sum_squares over LibTorch's intra-op threads (backward's other thread idles
+// while its main thread streams a piece): fixed chunks of 2^18 floats (1 MiB), whose squares
+// are added in chunk order, so the sum does not depend on the thread count.
+double copy_divide_squares_parallel(float* dst, const float* src, size_t n, float divisor) {
+  constexpr size_t kChunk = size_t{1} << 18;
+  const auto chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
+  std::vector<double> squares(static_cast<size_t>(chunks));
+  at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const size_t at = static_cast<size_t>(c) * kChunk;
+      squares[static_cast<size_t>(c)] =
+          optim::copy_divide_and_sum_squares(dst + at, src + at, std::min(kChunk, n - at), divisor);
+    }
+  });
+  double total = 0;
+  for (double s : squares) total += s;
+  return total;
 }
 
 }  // namespace
@@ -413,6 +434,7 @@ double TieredOptimizer::accumulate_grads(size_t offset, const float* piece, size
              ") is outside ", numel_, " elements");
   const size_t block = tier_.alignment() / sizeof(float);  // elements per aligned block
   auto* window = grads_window_.as<float>();
+  const float divisor = divide_by > 1 ? static_cast<float>(divide_by) : 1.0f;  // 1: none
   double squares = 0;
   for (size_t done = 0; done < n;) {
     const size_t at = offset + done;
@@ -422,16 +444,16 @@ double TieredOptimizer::accumulate_grads(size_t offset, const float* piece, size
     const uint64_t bytes_at = lo * sizeof(float);
     const size_t bytes = (hi - lo) * sizeof(float);
     if (!(first && lo == at && hi == at + k)) grads_region_->read(bytes_at, window, bytes).wait();
-    auto dest = torch::from_blob(window + (at - lo), {static_cast<int64_t>(k)}, torch::kFloat32);
-    const auto src = torch::from_blob(const_cast<float*>(piece + done), {static_cast<int64_t>(k)},
-                                      torch::kFloat32);
+    float* dest = window + (at - lo);
     if (first) {
-      dest.copy_(src);
+      squares += copy_divide_squares_parallel(dest, piece + done, k, divisor);
     } else {
-      dest.add_(src);
+      auto sum = torch::from_blob(dest, {static_cast<int64_t>(k)}, torch::kFloat32);
+      sum.add_(torch::from_blob(const_cast<float*>(piece + done), {static_cast<int64_t>(k)},
+                                torch::kFloat32));
+      squares += divide_by > 1 ? optim::divide_and_sum_squares(dest, k, divisor)
+                               : optim::sum_squares(dest, k);
     }
-    if (divide_by > 1) dest.div_(static_cast<double>(divide_by));
-    squares += dest.square().sum().to(torch::kFloat64).item<double>();
     grads_region_->write(bytes_at, window, bytes).wait();
     done += k;
   }
@@ -446,6 +468,7 @@ double TieredOptimizer::stream_grads(size_t offset, const float* piece, size_t n
   ZOFF_CHECK(offset + n <= numel_, "tiered optimizer: gradient range [", offset, ", ", offset + n,
              ") is outside ", numel_, " elements");
   const auto group = static_cast<size_t>(group_);
+  const float divisor = divide_by > 1 ? static_cast<float>(divide_by) : 1.0f;  // 1: none
   double squares = 0;
   for (size_t done = 0; done < n;) {
     const size_t at = offset + done;
@@ -456,12 +479,8 @@ double TieredOptimizer::stream_grads(size_t offset, const float* piece, size_t n
       ScopedWait wait(meter_, StepMeter::Wait::kGradWindow);
       buffer = window_->acquire(g);
     }
-    auto dest =
-        torch::from_blob(buffer + (at - g * group), {static_cast<int64_t>(k)}, torch::kFloat32);
-    dest.copy_(torch::from_blob(const_cast<float*>(piece + done), {static_cast<int64_t>(k)},
-                                torch::kFloat32));
-    if (divide_by > 1) dest.div_(static_cast<double>(divide_by));
-    squares += dest.square().sum().to(torch::kFloat64).item<double>();
+    // One pass (the values the in-memory path's division gives, the squares in double).
+    squares += copy_divide_squares_parallel(buffer + (at - g * group), piece + done, k, divisor);
     final_elems_[g] += k;
     ZOFF_CHECK(final_elems_[g] <= group_size(g), "tiered optimizer: sub-group ", g,
                " got a gradient twice in one step");

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -61,9 +62,47 @@ TEST(GradientKernels, DivisionEqualsLibTorchAndSquaresEqualFp64) {
   }
 }
 
+// The copying variant: dst gets what the in-place division leaves (divisor 1: src's bits,
+// a NaN's payload too), src is untouched, and the squares are the same.
+TEST(GradientKernels, CopyingDivisionEqualsTheInPlaceOne) {
+  for (size_t n : kLengths) {
+    for (size_t offset : kOffsets) {
+      for (float divisor : {1.0f, 3.0f}) {
+        auto values = randn(n, 5 + n, 1e-2f);
+        if (n > 2) {  // a NaN with a payload of its own
+          const uint32_t payload = 0x7fc01234u;
+          std::memcpy(&values[n / 2], &payload, sizeof(payload));
+        }
+        SCOPED_TRACE("n=" + std::to_string(n) + " offset=" + std::to_string(offset) +
+                     " divisor=" + std::to_string(divisor));
+        std::vector<float> want = values;
+        const double want_squares = reference_divide_and_sum_squares(want.data(), n, divisor);
+        for_each_simd_level([&](SimdLevel) {
+          OffsetSpan src(n, offset), dst(n, (offset + 1) % 16);
+          src.assign(values);
+          const double squares = copy_divide_and_sum_squares(dst.data(), src.data(), n, divisor);
+          ASSERT_EQ(std::memcmp(dst.data(), want.data(), n * sizeof(float)), 0);
+          ASSERT_EQ(std::memcmp(src.data(), values.data(), n * sizeof(float)), 0);
+          if (std::isnan(want_squares)) {
+            EXPECT_TRUE(std::isnan(squares));
+          } else {
+            EXPECT_NEAR(squares, want_squares, kSquaresRelTol * want_squares);
+          }
+        });
+        std::vector<float> reference(n);
+        const double squares =
+            reference_copy_divide_and_sum_squares(reference.data(), values.data(), n, divisor);
+        ASSERT_EQ(std::memcmp(reference.data(), want.data(), n * sizeof(float)), 0);
+        EXPECT_EQ(std::isnan(squares), std::isnan(want_squares));
+      }
+    }
+  }
+}
+
 TEST(GradientKernels, EmptySpanIsZeroAndNonFiniteValuesPropagate) {
   EXPECT_EQ(divide_and_sum_squares(nullptr, 0, 2.0f), 0.0);
   EXPECT_EQ(sum_squares(nullptr, 0), 0.0);
+  EXPECT_EQ(copy_divide_and_sum_squares(nullptr, nullptr, 0, 2.0f), 0.0);
   for_each_simd_level([&](SimdLevel) {
     std::vector<float> x(37, 1.0f);
     x[33] = std::numeric_limits<float>::infinity();  // past the full vectors on every target

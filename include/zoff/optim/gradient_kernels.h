@@ -16,8 +16,15 @@ double divide_and_sum_squares(float* grads, size_t n, float divisor);
 // The sum of the squares of n floats, accumulated in double (read only).
 double sum_squares(const float* x, size_t n);
 
+// dst[i] = src[i] / divisor (divisor 1: the bits of src[i], no division) for n floats, and
+// the sum of the squares of the results as above: a piece of a reduced gradient into a
+// buffer of its own (the streamed and on-disk gradients' windows) in one pass, where
+// copy_, div_, square and sum made four. dst and src must not overlap.
+double copy_divide_and_sum_squares(float* dst, const float* src, size_t n, float divisor);
+
 // Scalar references: the same divisions, squares summed one by one in double.
 double reference_divide_and_sum_squares(float* grads, size_t n, float divisor);
+double reference_copy_divide_and_sum_squares(float* dst, const float* src, size_t n, float divisor);
 double reference_sum_squares(const float* x, size_t n);
 
 }  // namespace zoff::optim
