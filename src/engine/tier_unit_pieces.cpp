@@ -17,7 +17,8 @@ constexpr size_t kFillChunkBytes = size_t{4} << 20;
 class TierUnitPieces final : public UnitPieces {
  public:
   TierUnitPieces(const partition::ModelLayout& layout, offload::TierRegion& region,
-                 size_t alignment, torch::ScalarType dtype, int64_t max_in_cpu, StepMeter* meter)
+                 size_t alignment, torch::ScalarType dtype, int64_t max_in_cpu, StepMeter* meter,
+                 bool keep_between_steps)
       : layout_(layout),
         region_(region),
         alignment_(alignment),
@@ -26,13 +27,18 @@ class TierUnitPieces final : public UnitPieces {
         max_in_cpu_(max_in_cpu),
         pieces_(layout.units().size()),
         staging_(kFillChunkBytes, alignment),
-        meter_(meter) {
+        meter_(meter),
+        keep_between_steps_(keep_between_steps) {
     TwoLargest largest;
     for (size_t u = 0; u < pieces_.size(); ++u) {
       const auto [first, last] = read_span(u);
       largest.add(last - first);
     }
-    spares_.set_cap(largest.sum());
+    // The read-ahead's budget: pieces in memory and spares together stay within it (the
+    // two largest pieces' when max_in_cpu is smaller).
+    const auto ahead = static_cast<size_t>(std::max<int64_t>(max_in_cpu, 0)) * element_bytes_;
+    budget_ = std::max(largest.sum(), ahead);
+    spares_.set_cap(budget_);
   }
 
   torch::Tensor get(size_t u) override {
@@ -49,12 +55,14 @@ class TierUnitPieces final : public UnitPieces {
     Piece& p = pieces_[u];
     if (!p.started) return;
     p.read.wait();
+    resident_ -= bytes_of(u);
     keep_spare(std::move(p.buffer));
     p = Piece();
-    resident_ -= bytes_of(u);
   }
 
-  void drop_spares() override { spares_.clear(); }
+  void drop_spares() override {
+    if (!keep_between_steps_) spares_.clear();
+  }
 
   bool prefetch(size_t u) override {
     if (pieces_[u].started) return true;
@@ -132,10 +140,13 @@ class TierUnitPieces final : public UnitPieces {
     return spare ? std::move(*spare) : offload::HostBuffer(bytes, alignment_);
   }
 
-  // A read buffer no longer needed: kept while the spares fit in the two largest pieces'.
+  // A read buffer no longer needed: kept while the spares and the pieces in memory fit in
+  // the budget, so the read-ahead finds its buffers faulted in already.
   void keep_spare(offload::HostBuffer buffer) {
     const size_t bytes = buffer.capacity();
-    if (spares_.fits(bytes)) spares_.keep(std::move(buffer), bytes);
+    if (spares_.fits(bytes) && spares_.bytes() + bytes + resident_ <= budget_) {
+      spares_.keep(std::move(buffer), bytes);
+    }
   }
 
   // Reads the aligned blocks that hold unit u's piece, into a spare buffer when one fits.
@@ -162,8 +173,11 @@ class TierUnitPieces final : public UnitPieces {
   std::vector<Piece> pieces_;
   offload::HostBuffer staging_;
   StepMeter* meter_ = nullptr;  // where waits for a read go (may be null)
-  // Read buffers of pieces done, for the next reads: at most the two largest pieces'.
+  // Read buffers of pieces done, for the next reads: with the pieces in memory, at most
+  // budget_ bytes; kept from one step to the next with keep_between_steps_.
   SpareBuffers<offload::HostBuffer> spares_;
+  size_t budget_ = 0;
+  bool keep_between_steps_ = false;
   size_t filled_ = 0;  // bytes appended by fill()
   size_t resident_ = 0;
   size_t peak_ = 0;
@@ -174,8 +188,9 @@ class TierUnitPieces final : public UnitPieces {
 std::unique_ptr<UnitPieces> make_tier_unit_pieces(const partition::ModelLayout& layout,
                                                   offload::TierRegion& region, size_t alignment,
                                                   torch::ScalarType dtype, int64_t max_in_cpu,
-                                                  StepMeter* meter) {
-  return std::make_unique<TierUnitPieces>(layout, region, alignment, dtype, max_in_cpu, meter);
+                                                  StepMeter* meter, bool keep_between_steps) {
+  return std::make_unique<TierUnitPieces>(layout, region, alignment, dtype, max_in_cpu, meter,
+                                          keep_between_steps);
 }
 
 }  // namespace zoff::engine

@@ -80,8 +80,11 @@ class UnitComputeParams final : public ComputeParams {
     region_ =
         tier_->allocate("params", static_cast<size_t>(s_.layout->shard_size()) * element_bytes);
     store.tiered()->set_output_region(region_.get(), element_bytes);
+    // Read buffers kept between steps unless the run is short of memory (as the large-block
+    // cache: placement::rss_first_heap).
     return make_tier_unit_pieces(*s_.layout, *region_, tier_->alignment(), s_.dtype,
-                                 s_.config->zero.offload_param.max_in_cpu, s_.meter);
+                                 s_.config->zero.offload_param.max_in_cpu, s_.meter,
+                                 !s_.placement.rss_first_heap);
   }
 
   void publish_master() override {

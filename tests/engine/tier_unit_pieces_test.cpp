@@ -1,5 +1,6 @@
 // make_tier_unit_pieces: stage-3 pieces written to a tier, read back on demand, and the read
-// buffers of pieces done reused for the next reads (then dropped before the optimizer step).
+// buffers of pieces done reused for the next reads (within the read-ahead's budget; dropped
+// before the optimizer step unless kept between steps).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -37,13 +38,13 @@ struct Fixture {
     }
     return named;
   }
-  Fixture()
+  explicit Fixture(int64_t max_in_cpu = 0, bool keep_between_steps = false)
       : named(params()),
         layout(named, {{"a", {0}}, {"b", {1}}, {"c", {2}}, {"d", {3}}}, 1, true),
         tier(offload::make_nvme_tier(dir.path(), "pieces", {})),
         region(tier->allocate("params", layout.shard_size() * 2)),
-        pieces(make_tier_unit_pieces(layout, *region, kAlignment, torch::kBFloat16,
-                                     /*max_in_cpu=*/0)) {
+        pieces(make_tier_unit_pieces(layout, *region, kAlignment, torch::kBFloat16, max_in_cpu,
+                                     nullptr, keep_between_steps)) {
     // Filled in shard-space order (units are laid out last first).
     std::vector<size_t> order(layout.units().size());
     for (size_t u = 0; u < order.size(); ++u) order[u] = u;
@@ -81,6 +82,51 @@ TEST(TierUnitPieces, ReadsBackWhatWasFilledReusingTheBuffersOfPiecesDone) {
   EXPECT_EQ(f.pieces->spare_bytes(), 0u);
   auto again = f.pieces->get(2);  // after the drop: still read right
   EXPECT_TRUE(torch::equal(again, f.named[2].second.to(torch::kBFloat16)));
+}
+
+// With a read-ahead budget of every piece and the buffers kept between steps: every piece
+// done leaves its buffer (pieces and spares within the budget), the drop before the step
+// keeps them, and the next step's reads land in the same buffers, read right.
+TEST(TierUnitPieces, KeptBetweenStepsWithinTheReadAheadBudget) {
+  const int64_t all = 5 * kBlock;  // elements of the four units
+  // Each buffer holds its piece's aligned blocks, up to two blocks more: room for those.
+  const int64_t slack = 4 * kAlignment;  // elements: 8 blocks of bf16
+  Fixture f(all + slack, /*keep_between_steps=*/true);
+  const size_t budget = static_cast<size_t>(all + slack) * 2;
+  // All four read ahead at once (as a step's read-ahead does), then done.
+  for (size_t u = 0; u < 4; ++u) EXPECT_TRUE(f.pieces->prefetch(u));
+  std::vector<const void*> buffers;
+  for (size_t u = 0; u < 4; ++u) buffers.push_back(f.pieces->get(u).data_ptr());
+  for (size_t u = 0; u < 4; ++u) {
+    f.pieces->done(u);
+    EXPECT_LE(f.pieces->spare_bytes() + f.pieces->resident_bytes(), budget);
+  }
+  const auto pieces_bytes = static_cast<size_t>(all) * 2;
+  EXPECT_GE(f.pieces->spare_bytes(), pieces_bytes);  // all four kept, not two
+  f.pieces->drop_spares();                           // the optimizer step: still kept
+  EXPECT_GE(f.pieces->spare_bytes(), pieces_bytes);
+  f.pieces->invalidate();
+  const auto block_of = [](const void* p) { return reinterpret_cast<uintptr_t>(p) / kAlignment; };
+  for (size_t u = 0; u < 4; ++u) EXPECT_TRUE(f.pieces->prefetch(u));
+  for (size_t u = 0; u < 4; ++u) {
+    auto piece = f.pieces->get(u);
+    EXPECT_TRUE(torch::equal(piece, f.named[u].second.to(torch::kBFloat16))) << "unit " << u;
+    bool reused = false;
+    for (const void* b : buffers) reused = reused || block_of(b) == block_of(piece.data_ptr());
+    EXPECT_TRUE(reused) << "unit " << u << " read into a new buffer";
+    f.pieces->done(u);
+  }
+}
+
+// Without keep_between_steps the same budget is used within a step, and dropped before the
+// optimizer step.
+TEST(TierUnitPieces, DroppedBeforeTheStepUnlessKept) {
+  Fixture f(5 * kBlock + 4 * kAlignment, /*keep_between_steps=*/false);
+  for (size_t u = 0; u < 4; ++u) EXPECT_TRUE(f.pieces->prefetch(u));
+  for (size_t u = 0; u < 4; ++u) f.pieces->done(u);
+  EXPECT_GE(f.pieces->spare_bytes(), static_cast<size_t>(5 * kBlock) * 2);  // all four
+  f.pieces->drop_spares();
+  EXPECT_EQ(f.pieces->spare_bytes(), 0u);
 }
 
 }  // namespace

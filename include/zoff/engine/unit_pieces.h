@@ -35,8 +35,9 @@ class UnitPieces {
   // Bytes of pieces in host memory now, and the most so far.
   virtual size_t resident_bytes() const = 0;
   virtual size_t peak_resident_bytes() const = 0;
-  // Buffers of pieces done, kept for the next reads (a tier's: at most the two largest
-  // pieces' worth), and dropping them (before the optimizer step, which reads nothing).
+  // Buffers of pieces done, kept for the next reads (a tier's: with the pieces in memory, at
+  // most the read-ahead's budget), and dropping them (before the optimizer step, which reads
+  // nothing; a tier's keeping them between steps does not drop them).
   virtual size_t spare_bytes() const { return 0; }
   virtual void drop_spares() {}
 };
@@ -47,13 +48,18 @@ std::unique_ptr<UnitPieces> make_host_unit_pieces(const partition::ModelLayout& 
 
 // Pieces in `region` (shard-space order, compute dtype, layout.shard_size() elements) of
 // a tier with the given alignment, read into host buffers when needed (the buffers of
-// pieces done are reused, so their pages are not faulted in for every read): at
-// most `max_in_cpu` elements read ahead (offload_param.max_in_cpu); a piece asked for now
-// is read whatever the budget. `region` must outlive the pieces. Waits for a read are added
-// to `meter` (when not null) as parameter I/O.
+// pieces done are reused, so their pages are not faulted in and zeroed by the kernel for
+// every read): at most `max_in_cpu` elements read ahead (offload_param.max_in_cpu), and
+// pieces and kept buffers together within that budget (or the two largest pieces'); a
+// piece asked for now is read whatever the budget. With `keep_between_steps` the kept
+// buffers stay from one step to the next (drop_spares() keeps them): for runs not short of
+// memory, where a step's reads would otherwise fault in every piece's pages again.
+// `region` must outlive the pieces. Waits for a read are added to `meter` (when not null)
+// as parameter I/O.
 std::unique_ptr<UnitPieces> make_tier_unit_pieces(const partition::ModelLayout& layout,
                                                   offload::TierRegion& region, size_t alignment,
                                                   torch::ScalarType dtype, int64_t max_in_cpu,
-                                                  StepMeter* meter = nullptr);
+                                                  StepMeter* meter = nullptr,
+                                                  bool keep_between_steps = false);
 
 }  // namespace zoff::engine
