@@ -134,10 +134,15 @@ class TierUnitPieces final : public UnitPieces {
 
   // A read buffer of `bytes`: a spare of that size or at most two blocks more (the pieces of
   // equal units straddle their blocks differently), else a new one (pages faulted in anew).
-  // Spares are kept by capacity, a multiple of the alignment.
+  // Spares are kept by capacity, a multiple of the alignment. A new one first frees spares
+  // (of other sizes) until the pieces, the spares and it fit in the budget.
   offload::HostBuffer take_buffer(size_t bytes) {
     auto spare = spares_.take(round_up(bytes, alignment_), bytes + 2 * alignment_);
-    return spare ? std::move(*spare) : offload::HostBuffer(bytes, alignment_);
+    if (spare) return std::move(*spare);
+    while (resident_ + spares_.bytes() + round_up(bytes, alignment_) > budget_ &&
+           spares_.drop_oldest()) {
+    }
+    return offload::HostBuffer(bytes, alignment_);
   }
 
   // A read buffer no longer needed: kept while the spares and the pieces in memory fit in

@@ -118,6 +118,26 @@ TEST(TierUnitPieces, KeptBetweenStepsWithinTheReadAheadBudget) {
   }
 }
 
+// A read that finds no spare of its size frees spares of other sizes first: the pieces in
+// memory and the spares never exceed the budget.
+TEST(TierUnitPieces, ANewReadBufferFreesSparesOfOtherSizesToStayInTheBudget) {
+  // Read-ahead of two small pieces; the budget is then the two largest pieces' (the large
+  // and a small one, each up to two blocks more).
+  Fixture f(2 * kBlock, /*keep_between_steps=*/true);
+  const size_t budget = static_cast<size_t>(3 * kBlock) * 2 + 4 * kAlignment;
+  (void)f.pieces->get(3);
+  f.pieces->done(3);
+  EXPECT_GE(f.pieces->spare_bytes(), static_cast<size_t>(2 * kBlock) * 2);  // the large one kept
+  for (size_t u = 0; u < 2; ++u) {
+    EXPECT_TRUE(f.pieces->prefetch(u));
+    EXPECT_LE(f.pieces->spare_bytes() + f.pieces->resident_bytes(), budget) << "unit " << u;
+  }
+  EXPECT_EQ(f.pieces->spare_bytes(), 0u);  // freed for the first small read
+  for (size_t u = 0; u < 2; ++u) {
+    EXPECT_TRUE(torch::equal(f.pieces->get(u), f.named[u].second.to(torch::kBFloat16)));
+  }
+}
+
 // Without keep_between_steps the same budget is used within a step, and dropped before the
 // optimizer step.
 TEST(TierUnitPieces, DroppedBeforeTheStepUnlessKept) {

@@ -37,6 +37,13 @@ class SpareBuffers {
     }
     return std::nullopt;
   }
+  // Frees the buffer kept longest; false when none is kept.
+  bool drop_oldest() {
+    if (kept_.empty()) return false;
+    bytes_ -= kept_.front().first;
+    kept_.erase(kept_.begin());
+    return true;
+  }
   void clear() {
     kept_.clear();
     bytes_ = 0;
