@@ -37,6 +37,8 @@ torch::Tensor new_unit_buffer(int64_t numel, torch::ScalarType dtype) {
 }
 
 void allocate_storage(const torch::Tensor& t) {
+  // A device allocator allocates on the thread's current device: make it the tensor's.
+  const c10::OptionalDeviceGuard guard(t.device());
   auto* impl = t.storage().unsafeGetStorageImpl();
   const size_t bytes = bytes_of(t);
   impl->set_data_ptr_noswap(own_mapped(t) ? own_mapping_data_ptr(bytes)

@@ -13,7 +13,8 @@ namespace zoff::engine {
 // releases and requests buffers of the same few sizes all through forward and backward
 // (the units' gathered buffers, the tier's piece read buffers). SpareBuffers keeps
 // released ones, at most `cap` bytes, for the next request of a fitting size; the owner
-// empties it when backward ends, so the optimizer step holds none. Not thread-safe: the
+// empties it when backward ends (the gatherer's units always; a tier's pieces unless they
+// keep their buffers between steps). Not thread-safe: the
 // owner's lock covers it.
 template <class Buffer>
 class SpareBuffers {
