@@ -80,7 +80,9 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
   for (int64_t s = 0; s < count / static_cast<int64_t>(per_group); ++s) {
     auto slot = std::make_unique<Slot>();
     for (size_t b = 0; b < per_group; ++b) {
-      const size_t elem = b == 0 ? sizeof(float) : state_bytes_;
+      // The split master steps from the copy and the extensions: of the fp32 master
+      // buffers only the first slot's is kept, the range copies' bounce (stream_range).
+      const size_t elem = b > 0 ? state_bytes_ : (split_ && s > 0 ? 0 : sizeof(float));
       slot->buffers.emplace_back(static_cast<size_t>(group_) * elem, tier_.alignment());
     }
     if (grads) slot->grads = offload::HostBuffer(bytes, tier_.alignment());
@@ -137,7 +139,7 @@ void TieredOptimizer::fill_states() {
   for (size_t i = 0; i < optimizer_.states().size(); ++i) {
     const float value = optimizer_.states()[i].initial;
     if (value == 0.0f) continue;
-    float* buf = slot.buffers.front().as<float>();
+    float* buf = slot.buffers[1 + i].as<float>();  // non-zero initial values: fp32 states
     std::fill(buf, buf + group_, value);
     for (size_t g = 0; g < groups(); ++g) {
       const uint64_t at = g * static_cast<uint64_t>(group_) * sizeof(float);
@@ -240,41 +242,61 @@ void TieredOptimizer::update(size_t g, Slot& slot) {
     ScopedWait wait(meter_, StepMeter::Wait::kOptimizer);
     slot.wait();  // this sub-group's reads
   }
-  const size_t begin = g * static_cast<size_t>(group_);
-  const size_t n = group_size(g);
-  float* master = slot.buffers.front().as<float>();
-  auto states = slot.states();
-  // The split master: joined into the fp32 buffer, stepped, split again (the copy and
-  // the extension written back; no copy-out of the kernel's own).
-  uint16_t* split_copy = split_ ? split_copy_of(g, slot) : nullptr;
-  if (split_copy) optim::split_master_decode(split_copy, slot.ext.as<uint16_t>(), n, master);
-  const bool copy = job_.copy_out != optim::CopyOut::kNone && !split_;
-  const optim::CopyOut copy_out = copy ? job_.copy_out : optim::CopyOut::kNone;
-  uint16_t* out16 = nullptr;
-  if (copy) out16 = out_region_ != nullptr ? slot.out.as<uint16_t>() : job_.out16 + begin;
   const float* grads = group_grads(g, slot);
-  if (state_bytes_ == sizeof(float)) {
-    optimizer_.step_span(master, grads, states.data(), n, copy_out, out16);
+  if (split_) {
+    update_split(g, slot, grads);
   } else {
-    std::vector<optim::StateSpan> spans;
-    for (size_t i = 0; i < states.size(); ++i) {
-      // A sub-group starts on a block boundary (optim::round_sub_group): its first scale is block
-      // begin / kStateBlock of the shard.
-      float* scales = scales_.empty() ? nullptr : scales_[i].data() + begin / optim::kStateBlock;
-      spans.push_back({states[i], scales});
-    }
-    optimizer_.step_span(master, grads, spans.data(), n, optim::SpanPlace{begin, numel_}, copy_out,
-                         out16);
-  }
-  if (split_copy) {
-    settled_ += optim::split_master_encode(master, n, split_copy, slot.ext.as<uint16_t>());
-  } else if (out_region_ != nullptr && !copy)
-    std::memcpy(slot.out.data(), master, n * sizeof(float));
-  if (out_region_ == nullptr && job_.out32 != nullptr && !split_) {
-    std::memcpy(job_.out32 + begin, master, n * sizeof(float));
+    update_fp32(g, slot, grads);
   }
   if (window_) window_->release(g);  // consumed: backward may fill another sub-group
   if (meter_ != nullptr) meter_->group_done();
+}
+
+// The states of sub-group g as the span kernels take them (int8: with their scales; a
+// sub-group starts on a block boundary, optim::round_sub_group, so its first scale is
+// begin / kStateBlock of the shard's).
+std::vector<optim::StateSpan> TieredOptimizer::state_spans(size_t g, Slot& slot) {
+  const size_t begin = g * static_cast<size_t>(group_);
+  auto states = slot.states();
+  std::vector<optim::StateSpan> spans;
+  for (size_t i = 0; i < states.size(); ++i) {
+    float* scales = scales_.empty() ? nullptr : scales_[i].data() + begin / optim::kStateBlock;
+    spans.push_back({states[i], scales});
+  }
+  return spans;
+}
+
+// The split master: each chunk of the sub-group joined from the copy and the extensions,
+// stepped and split again while it is in cache (optim::SpanOptimizer::step_split_span); no
+// fp32 master buffer, and the copy is the new bf16 parameters.
+void TieredOptimizer::update_split(size_t g, Slot& slot, const float* grads) {
+  const size_t begin = g * static_cast<size_t>(group_);
+  const auto spans = state_spans(g, slot);
+  settled_ +=
+      optimizer_.step_split_span(split_copy_of(g, slot), slot.ext.as<uint16_t>(), grads,
+                                 spans.data(), group_size(g), optim::SpanPlace{begin, numel_});
+}
+
+// The fp32 master in the slot's buffer, stepped with the copy-out the step asked for.
+void TieredOptimizer::update_fp32(size_t g, Slot& slot, const float* grads) {
+  const size_t begin = g * static_cast<size_t>(group_);
+  const size_t n = group_size(g);
+  float* master = slot.buffers.front().as<float>();
+  const bool copy = job_.copy_out != optim::CopyOut::kNone;
+  const optim::CopyOut copy_out = copy ? job_.copy_out : optim::CopyOut::kNone;
+  uint16_t* out16 = nullptr;
+  if (copy) out16 = out_region_ != nullptr ? slot.out.as<uint16_t>() : job_.out16 + begin;
+  if (state_bytes_ == sizeof(float)) {
+    optimizer_.step_span(master, grads, slot.states().data(), n, copy_out, out16);
+  } else {
+    const auto spans = state_spans(g, slot);
+    optimizer_.step_span(master, grads, spans.data(), n, optim::SpanPlace{begin, numel_}, copy_out,
+                         out16);
+  }
+  if (out_region_ != nullptr && !copy) std::memcpy(slot.out.data(), master, n * sizeof(float));
+  if (out_region_ == nullptr && job_.out32 != nullptr) {
+    std::memcpy(job_.out32 + begin, master, n * sizeof(float));
+  }
 }
 
 // Sub-group g's gradients for update(): in host memory, read from the tier with the

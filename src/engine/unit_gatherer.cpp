@@ -73,11 +73,12 @@ UnitGatherer::UnitGatherer(
     }
     // Large units mapped, not taken from the heap: one that starts released is then never
     // touched, and one freed leaves no hole in the heap (own_mapping.h).
-    unit.whole = std::make_unique<partition::FlatBuffer>(unit.slots,
-                                                         new_whole_buffer(lu.padded_numel, dtype));
     unit.persistent = lu.padded_numel < options_.persistence_threshold;
+    const bool released = options_.start_released && !unit.persistent;
+    unit.whole = std::make_unique<partition::FlatBuffer>(
+        unit.slots, new_whole_buffer(lu.padded_numel, dtype, released));
     if (!unit.persistent) largest.add(unit.whole->bytes());
-    if (options_.start_released && !unit.persistent) {
+    if (released) {
       free_storage(unit.whole->flat());
       unit.state = State::kReleased;
     } else {
@@ -89,10 +90,13 @@ UnitGatherer::UnitGatherer(
 }
 
 // On the CPU (the stand-in's too) a unit's buffer is as every CPU run has it; on an
-// accelerator it is the device's allocator's.
-torch::Tensor UnitGatherer::new_whole_buffer(int64_t numel, torch::ScalarType dtype) const {
+// accelerator it is the device's allocator's, not written when it is freed at once (the
+// caching allocator then hands the next unit the same block: one unit's memory at setup).
+torch::Tensor UnitGatherer::new_whole_buffer(int64_t numel, torch::ScalarType dtype,
+                                             bool released) const {
   if (options_.device.is_cpu()) return new_unit_buffer(numel, dtype);
-  return torch::zeros({numel}, torch::TensorOptions().dtype(dtype).device(options_.device));
+  const auto options = torch::TensorOptions().dtype(dtype).device(options_.device);
+  return released ? torch::empty({numel}, options) : torch::zeros({numel}, options);
 }
 
 UnitGatherer::~UnitGatherer() {
@@ -413,9 +417,13 @@ void UnitGatherer::refresh_whole_units() {
     unit.state = State::kGathered;
     unit.work.reset();
   }
-  for (auto& w : works) w->wait();
-  for (size_t u : sent) finish_send(u);
-  land(sent);
+  // With a device, each unit lands as its gather ends and its host buffer goes at once,
+  // not all of them kept until the last gather ends.
+  for (size_t i = 0; i < sent.size(); ++i) {
+    works[i]->wait();
+    finish_send(sent[i]);
+    land({sent[i]});
+  }
 }
 
 }  // namespace zoff::engine

@@ -82,13 +82,18 @@ void step_buffers(const placement::Placement& pl, const config::Config& c, const
   const int64_t groups = (shard + group - 1) / group;
   const int64_t per_set = 1 + s.state.states;
   const int64_t slots = oo.buffer_count == 0 ? 3 : oo.buffer_count / per_set;
-  // A set: the fp32 master, each state as stored, stage 3's compute-dtype copy, and with the
-  // split master its extensions (the master buffer holds the joined fp32 values).
-  const int64_t element_bytes = 4 + s.state.states * static_cast<int64_t>(s.state_bytes) +
-                                (pl.params_on_disk() ? s.compute : 0) + (pl.split_master ? 2 : 0);
+  // A set: the fp32 master (split: its extensions, joined and split again chunk by chunk),
+  // each state as stored, stage 3's compute-dtype copy.
+  const int64_t element_bytes = (pl.split_master ? 2 : 4) +
+                                s.state.states * static_cast<int64_t>(s.state_bytes) +
+                                (pl.params_on_disk() ? s.compute : 0);
   add(p.host, "step buffers", largest_groups(shard, group, slots) * element_bytes,
       std::to_string(std::min(slots, groups)) + " sets of " + std::to_string(group) +
           "-element sub-groups, as far as sub-groups fill them");
+  if (pl.split_master) {
+    add(p.host, "range-copy buffer", std::min(shard, group) * 4,
+        "one sub-group of fp32: checkpoints read and write the master through it");
+  }
   if (pl.grads == placement::GradStore::kStreamed) {
     // Allocated as sub-groups fill, so never more than the shard has sub-groups. Sub-groups
     // no gradient reached read a zero buffer whose pages are never written: the kernel's

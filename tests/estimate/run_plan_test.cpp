@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zoff/core/error.h"
+#include "zoff/optim/state_dtype.h"
 
 namespace zoff::estimate::run_plan_test {
 namespace {
@@ -85,9 +86,10 @@ TEST(RunPlan, StepBuffersUseTheEnginesSubGroupRounding) {
   c.zero.sub_group_size = 1000001;
   const auto p = plan_run(c, 1, m);
   const int64_t group = (1000001 + 4095) / 4096 * 4096;
-  // 3 sets of: fp32 master, two 1-byte states, the bf16 copy for the parameter file, the
-  // split master's 2-byte extensions.
-  EXPECT_EQ(item(p.host, "step buffers"), 3 * group * (4 + 2 + 2 + 2));
+  // 3 sets of: the split master's 2-byte extensions, two 1-byte states, the bf16 copy for
+  // the parameter file; and one sub-group of fp32 the range copies go through.
+  EXPECT_EQ(item(p.host, "step buffers"), 3 * group * (2 + 2 + 2));
+  EXPECT_EQ(item(p.host, "range-copy buffer"), group * 4);
   EXPECT_EQ(item(p.host, "gradient window"), 12 * group * 4);  // 4 x 3 sets (of 98)
   // The zero sub-group is read, never written: the kernel's zero page, not resident.
   EXPECT_EQ(item(p.host, "zero gradients"), 0);
@@ -148,8 +150,11 @@ TEST(RunPlan, BuffersCountOnlyWhatTheShardsSubGroupsFill) {
   m.unit_elems = {2500000};
   auto c = on_disk("stream", "fp32");
   const auto p = plan_run(c, 1, m);
-  const int64_t per_element = 4 + 2 * 4 + 2 + 2;  // master, two fp32 states, bf16 copy, split
+  const int64_t per_element = 2 + 2 * 4 + 2;  // split master's extensions, two fp32 states, copy
   EXPECT_EQ(item(p.host, "step buffers"), 2500000 * per_element);
+  // One sub-group of fp32, rounded as the engine rounds it (to whole 4 KiB blocks).
+  const int64_t group = optim::round_sub_group(c.zero.sub_group_size, 4096, 2500000, 4);
+  EXPECT_EQ(item(p.host, "range-copy buffer"), group * 4);
   EXPECT_EQ(item(p.host, "gradient window"), 2500000 * 4);
   m.unit_elems = {1500000};
   EXPECT_EQ(item(plan_run(c, 1, m).host, "step buffers"), 1500000 * per_element);

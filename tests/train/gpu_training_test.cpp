@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "offload/offload_test_support.h"
 #include "zoff/core/error.h"
 #include "zoff/core/torch_cuda.h"
 #include "zoff/dist/single_comm.h"
@@ -169,17 +170,27 @@ TEST(GpuOffload, Bf16MatchesLibTorchAdamWOnTheGpuAtStages1To3) {
   }
 }
 
+// offload_config(stage, bf16, "nvme") with the optimizer's files (and at stage 3 the
+// parameters' with `params_on_nvme`) in a fresh directory under /var/tmp, removed after:
+// the losses of `steps` steps.
+std::vector<double> nvme_losses(int stage, const std::string& gradients, bool params_on_nvme,
+                                int steps) {
+  const offload::testing::TempDir dir;
+  auto nvme = offload_config(stage, torch::kBFloat16, "nvme");
+  nvme.zero.offload_optimizer.nvme_paths = {dir.path()};
+  nvme.zero.offload_optimizer.gradients = gradients;
+  if (params_on_nvme) {
+    nvme.zero.offload_param.device = "nvme";
+    nvme.zero.offload_param.nvme_paths = {dir.path()};
+  }
+  return zoff_losses(nvme, steps);
+}
+
 // The same kernels stream through files: the same losses bit for bit.
 TEST(GpuOffload, NvmeOffloadGivesTheLossesOfCpuOffload) {
   ZOFF_SKIP_WITHOUT_GPU();
-  const auto dir = std::filesystem::temp_directory_path() / "zoff_gpu_nvme_test";
-  std::filesystem::create_directories(dir);
-  auto nvme = offload_config(2, torch::kBFloat16, "nvme");
-  nvme.zero.offload_optimizer.nvme_paths = {dir.string()};
-  nvme.zero.offload_optimizer.gradients = "cpu";
   const auto want = zoff_losses(offload_config(2, torch::kBFloat16, "cpu"), 5);
-  EXPECT_EQ(zoff_losses(nvme, 5), want);
-  std::filesystem::remove_all(dir);
+  EXPECT_EQ(nvme_losses(2, "cpu", false, 5), want);
 }
 
 // Stage 3 with everything on disk (ZeRO-Infinity's placement): the optimizer tier streamed
@@ -187,16 +198,8 @@ TEST(GpuOffload, NvmeOffloadGivesTheLossesOfCpuOffload) {
 // to the GPU unit by unit: the losses of stage 3 with both in host memory, bit for bit.
 TEST(GpuOffload, Stage3WithEverythingOnNvmeGivesTheLossesOfCpuOffload) {
   ZOFF_SKIP_WITHOUT_GPU();
-  const auto dir = std::filesystem::temp_directory_path() / "zoff_gpu_stage3_nvme_test";
-  std::filesystem::create_directories(dir);
-  auto nvme = offload_config(3, torch::kBFloat16, "nvme");
-  nvme.zero.offload_optimizer.nvme_paths = {dir.string()};
-  nvme.zero.offload_optimizer.gradients = "stream";
-  nvme.zero.offload_param.device = "nvme";
-  nvme.zero.offload_param.nvme_paths = {dir.string()};
   const auto want = zoff_losses(offload_config(3, torch::kBFloat16, "cpu"), 5);
-  EXPECT_EQ(zoff_losses(nvme, 5), want);
-  std::filesystem::remove_all(dir);
+  EXPECT_EQ(nvme_losses(3, "stream", true, 5), want);
 }
 
 // fp16 with dynamic loss scaling: overflowing steps are skipped and the scale halves; the

@@ -197,6 +197,9 @@ class TieredOptimizer {
   void issue_state_reads(size_t g, Slot& slot);
   void discard_prefetch();
   void update(size_t g, Slot& slot);
+  void update_split(size_t g, Slot& slot, const float* grads);
+  void update_fp32(size_t g, Slot& slot, const float* grads);
+  std::vector<optim::StateSpan> state_spans(size_t g, Slot& slot);
   void issue_write(size_t g, Slot& slot);
   void wait_all();
   void worker_loop();

@@ -139,7 +139,8 @@ class UnitGatherer final : public unit::UnitHooks {
   // The GPU path: copies what landed in the host buffers of `units` to their device buffers
   // and waits for the copies; a no-op otherwise.
   void land(const std::vector<size_t>& units);
-  torch::Tensor new_whole_buffer(int64_t numel, torch::ScalarType dtype) const;
+  // released: freed at once (on a device: not zeroed).
+  torch::Tensor new_whole_buffer(int64_t numel, torch::ScalarType dtype, bool released) const;
 
   const partition::ModelLayout& layout_;
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> module_units_;
