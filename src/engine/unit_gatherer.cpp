@@ -230,15 +230,27 @@ void UnitGatherer::detach_buffer(Unit& unit) {
   impl->set_nbytes(0);
 }
 
-// Issues gathers for the units after (forward) or before (backward) trace position `pos`,
+// The trace position k units on from `pos` in the order the step runs them, or npos past
+// its end. Backward runs the trace backwards to its start. Forward runs to its end and
+// then, when backward follows (gradients on), on into backward: the last units first,
+// the ones it needs next; without gradients (evaluation) into the next forward.
+size_t UnitGatherer::lookahead(size_t pos, size_t k) const {
+  const size_t n = trace_.size();
+  if (in_backward_) return k <= pos ? pos - k : kNoPosition;
+  if (pos + k < n) return pos + k;
+  if (!torch::GradMode::is_enabled()) return k < n ? (pos + k) % n : kNoPosition;
+  const size_t back = pos + k - n;  // steps into backward: 0 is the last unit
+  return back < n ? n - 1 - back : kNoPosition;
+}
+
+// Issues gathers for the units that come next from trace position `pos` (lookahead),
 // within the prefetch budget and the live cap.
 void UnitGatherer::prefetch(size_t pos) {
   if (options_.prefetch_elems <= 0 || recording_) return;
   int64_t ahead = 0;
-  const size_t n = trace_.size();
-  for (size_t k = 1; k < n; ++k) {
-    const size_t at = in_backward_ ? (pos + n - k) % n : (pos + k) % n;
-    if (in_backward_ && at > pos) break;  // backward does not wrap to the last units
+  for (size_t k = 1;; ++k) {
+    const size_t at = lookahead(pos, k);
+    if (at == kNoPosition) break;
     const size_t v = trace_[at];
     auto& unit = units_[v];
     if (unit.state != State::kReleased || !unit.managed) continue;
@@ -252,14 +264,13 @@ void UnitGatherer::prefetch(size_t pos) {
   }
 }
 
-// Pieces on disk: reads the pieces of the units after the gathered ones (trace steps k, k
-// + 1, ... from `pos`, same direction) while the pieces' budget (max_in_cpu) lasts, so a
-// gather finds its piece in memory.
+// Pieces on disk: reads the pieces of the units after the gathered ones (lookahead steps
+// k, k + 1, ... from `pos`) while the pieces' budget (max_in_cpu) lasts, so a gather finds
+// its piece in memory.
 void UnitGatherer::read_ahead(size_t pos, size_t from) {
-  const size_t n = trace_.size();
-  for (size_t k = from; k < n; ++k) {
-    const size_t at = in_backward_ ? (pos + n - k) % n : (pos + k) % n;
-    if (in_backward_ && at > pos) break;
+  for (size_t k = from;; ++k) {
+    const size_t at = lookahead(pos, k);
+    if (at == kNoPosition) break;
     const size_t v = trace_[at];
     if (units_[v].state != State::kReleased || !units_[v].managed) continue;
     if (!pieces_->prefetch(v)) break;

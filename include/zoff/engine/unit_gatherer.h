@@ -139,6 +139,8 @@ class UnitGatherer final : public unit::UnitHooks {
   // The GPU path: copies what landed in the host buffers of `units` to their device buffers
   // and waits for the copies; a no-op otherwise.
   void land(const std::vector<size_t>& units);
+  static constexpr size_t kNoPosition = static_cast<size_t>(-1);
+  size_t lookahead(size_t pos, size_t k) const;
   // released: freed at once (on a device: not zeroed).
   torch::Tensor new_whole_buffer(int64_t numel, torch::ScalarType dtype, bool released) const;
 
