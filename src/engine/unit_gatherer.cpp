@@ -6,6 +6,7 @@
 
 #include "zoff/core/error.h"
 #include "zoff/core/own_mapping.h"
+#include "zoff/unit/activation_checkpoint.h"
 
 namespace zoff::engine {
 namespace {
@@ -232,13 +233,15 @@ void UnitGatherer::detach_buffer(Unit& unit) {
 
 // The trace position k units on from `pos` in the order the step runs them, or npos past
 // its end. Backward runs the trace backwards to its start. Forward runs to its end and
-// then, when backward follows (gradients on), on into backward: the last units first,
-// the ones it needs next; without gradients (evaluation) into the next forward.
+// then, when backward follows (gradients on, outside an activation checkpoint too), on into
+// backward: the last units first, the ones it needs next; without gradients (evaluation) into the
+// next forward.
 size_t UnitGatherer::lookahead(size_t pos, size_t k) const {
   const size_t n = trace_.size();
   if (in_backward_) return k <= pos ? pos - k : kNoPosition;
   if (pos + k < n) return pos + k;
-  if (!torch::GradMode::is_enabled()) return k < n ? (pos + k) % n : kNoPosition;
+  const bool backward_follows = torch::GradMode::is_enabled() || in_checkpointed_forward();
+  if (!backward_follows) return k < n ? (pos + k) % n : kNoPosition;
   const size_t back = pos + k - n;  // steps into backward: 0 is the last unit
   return back < n ? n - 1 - back : kNoPosition;
 }

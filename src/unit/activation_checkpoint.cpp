@@ -98,6 +98,19 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
 
 }  // namespace
 
+namespace {
+thread_local int checkpointed_forwards = 0;  // nested checkpoints' forwards on this thread
+
+struct CheckpointedForwardScope {
+  CheckpointedForwardScope() { ++checkpointed_forwards; }
+  ~CheckpointedForwardScope() { --checkpointed_forwards; }
+  CheckpointedForwardScope(const CheckpointedForwardScope&) = delete;
+  CheckpointedForwardScope& operator=(const CheckpointedForwardScope&) = delete;
+};
+}  // namespace
+
+bool in_checkpointed_forward() { return checkpointed_forwards > 0; }
+
 torch::Tensor activation_checkpoint(CheckpointedFn fn, const torch::Tensor& input) {
   ZOFF_CHECK_ARG(static_cast<bool>(fn), "zoff::activation_checkpoint: the function is empty");
   ZOFF_CHECK_ARG(input.defined(), "zoff::activation_checkpoint: the input tensor is undefined");
@@ -105,6 +118,7 @@ torch::Tensor activation_checkpoint(CheckpointedFn fn, const torch::Tensor& inpu
   auto state = c10::make_intrusive<CheckpointState>();
   state->fn = std::move(fn);
   const auto anchor = torch::empty({0}).requires_grad_(!input.requires_grad());
+  const CheckpointedForwardScope scope;  // forward only: backward's recomputation runs elsewhere
   return CheckpointFunction::apply(input, anchor, state);
 }
 

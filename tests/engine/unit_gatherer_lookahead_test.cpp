@@ -13,6 +13,7 @@
 #include "zoff/engine/unit_gatherer.h"
 #include "zoff/engine/unit_pieces.h"
 #include "zoff/partition/model_layout.h"
+#include "zoff/unit/activation_checkpoint.h"
 
 namespace zoff::engine {
 namespace {
@@ -107,6 +108,23 @@ class Lookahead : public ::testing::Test {
       gatherer_->after_forward(*m);
     }
   }
+  // The same, the units from `first` on each inside an activation checkpoint (which runs
+  // them with grad mode off; gradients are on outside).
+  void checkpointed_forward(size_t first) {
+    const auto x = torch::ones({2}, torch::requires_grad());
+    for (size_t u = 0; u < kUnits; ++u) {
+      const auto run = [&, u](const torch::Tensor& in) {
+        gatherer_->before_forward(*modules_[u]);
+        gatherer_->after_forward(*modules_[u]);
+        return in * 2;
+      };
+      if (u < first) {
+        run(x);
+      } else {
+        activation_checkpoint(run, x);
+      }
+    }
+  }
   void backward() {
     gatherer_->begin_backward();
     for (size_t u = kUnits; u-- > 0;) {
@@ -139,6 +157,15 @@ TEST_F(Lookahead, ForwardWithGradientsReadsAheadWhatBackwardNeedsFirst) {
   // while forward looked ahead, so its piece is read again when backward begins).
   EXPECT_FALSE(has(pieces_->asked_unread, 4));
   EXPECT_FALSE(has(pieces_->asked_unread, 3));
+}
+
+// Checkpointed units run their forward with grad mode off, yet backward follows.
+TEST_F(Lookahead, CheckpointedUnitsReadAheadWhatBackwardNeedsFirst) {
+  clear_logs();
+  checkpointed_forward(2);
+  EXPECT_FALSE(has(pieces_->read_ahead, 0));
+  EXPECT_FALSE(has(pieces_->read_ahead, 1));
+  EXPECT_TRUE(has(pieces_->read_ahead, 3));
 }
 
 TEST_F(Lookahead, ForwardWithoutGradientsReadsAheadTheNextForward) {

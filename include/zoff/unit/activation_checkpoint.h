@@ -36,6 +36,11 @@ namespace zoff {
 torch::Tensor activation_checkpoint(std::function<torch::Tensor(const torch::Tensor&)> fn,
                                     const torch::Tensor& input);
 
+// True on this thread while an activation_checkpoint's forward runs its function with
+// grad mode turned off for the checkpoint only (gradients are on outside it, so a backward
+// follows): a stage-3 gatherer reads ahead for that backward, as without checkpointing.
+bool in_checkpointed_forward();
+
 // checkpoint() of module->forward(x) as one unit. `module` is a ModuleHolder (copied: it
 // must outlive backward).
 template <typename Holder>
