@@ -17,7 +17,8 @@ namespace zoff::engine {
 struct TieredOptimizer::Slot {
   std::vector<offload::HostBuffer> buffers;  // [0] master, [1 + i] state i
   offload::HostBuffer out;                   // the compute-dtype copy, with an output region
-  offload::HostBuffer ext;                   // split master: the extensions (buffers[0]: fp32)
+  offload::HostBuffer ext;                   // split master: the extensions (buffers[0]: none
+                                             // but the first slot's, stream_range's bounce)
   offload::HostBuffer grads;                 // the sub-group's gradients, grads_in_tier only
   std::vector<offload::IoRequest> pending;
   static constexpr size_t kNone = static_cast<size_t>(-1);

@@ -231,7 +231,7 @@ void UnitGatherer::detach_buffer(Unit& unit) {
   impl->set_nbytes(0);
 }
 
-// The trace position k units on from `pos` in the order the step runs them, or npos past
+// The trace position k units on from `pos` in the order the step runs them, or kNoPosition past
 // its end. Backward runs the trace backwards to its start. Forward runs to its end and
 // then, when backward follows (gradients on, outside an activation checkpoint too), on into
 // backward: the last units first, the ones it needs next; without gradients (evaluation) into the

@@ -96,9 +96,6 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   }
 };
 
-}  // namespace
-
-namespace {
 thread_local int checkpointed_forwards = 0;  // nested checkpoints' forwards on this thread
 
 struct CheckpointedForwardScope {
