@@ -240,10 +240,24 @@ size_t UnitGatherer::lookahead(size_t pos, size_t k) const {
   const size_t n = trace_.size();
   if (in_backward_) return k <= pos ? pos - k : kNoPosition;
   if (pos + k < n) return pos + k;
-  const bool backward_follows = torch::GradMode::is_enabled() || in_checkpointed_forward();
-  if (!backward_follows) return k < n ? (pos + k) % n : kNoPosition;
+  if (!backward_follows()) return k < n ? (pos + k) % n : kNoPosition;
   const size_t back = pos + k - n;  // steps into backward: 0 is the last unit
   return back < n ? n - 1 - back : kNoPosition;
+}
+
+// Whether the forward running now is one a backward follows: gradients on, or inside an
+// activation checkpoint's forward (grad mode off there, on outside).
+bool UnitGatherer::backward_follows() {
+  return torch::GradMode::is_enabled() || in_checkpointed_forward();
+}
+
+// The last unit of a forward that a backward follows is the unit backward needs first: it stays
+// whole across the turn (FSDP keeps its root's parameters so) instead of being released and
+// gathered again at once from a piece read back from disk. Backward releases it when its
+// gradients are out (unit_backward_done), end_backward at the latest.
+bool UnitGatherer::kept_for_backward(size_t u) const {
+  if (recording_ || trace_.empty() || trace_.back() != u || next_ != trace_.size()) return false;
+  return backward_follows();
 }
 
 // Issues gathers for the units that come next from trace position `pos` (lookahead),
@@ -330,7 +344,7 @@ void UnitGatherer::after_forward(const torch::nn::Module& module) {
   for (size_t u : units_of(module)) {
     --units_[u].uses;
     // A recomputation in backward keeps the unit whole until its gradients are out.
-    if (!in_backward_) release(u);
+    if (!in_backward_ && !kept_for_backward(u)) release(u);
   }
 }
 

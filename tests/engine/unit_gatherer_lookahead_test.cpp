@@ -1,5 +1,6 @@
 // UnitGatherer's read-ahead order at stage 3: forward looks on into backward when gradients
-// are on (the units backward needs first), and around to the next forward without them.
+// are on (the units backward needs first, the last kept whole), around to the next forward
+// without them.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -151,12 +152,25 @@ TEST_F(Lookahead, ForwardWithGradientsReadsAheadWhatBackwardNeedsFirst) {
   EXPECT_FALSE(has(pieces_->read_ahead, 0));
   EXPECT_FALSE(has(pieces_->read_ahead, 1));
   EXPECT_TRUE(has(pieces_->read_ahead, 3));
+  // The last unit of forward, the first of backward, stays whole across the turn.
+  EXPECT_EQ(gatherer_->state(kUnits - 1), UnitGatherer::State::kGathered);
   pieces_->asked_unread.clear();
   backward();
-  // Backward finds units 4 and 3 gathered or read ahead (5, the last of forward, was whole
-  // while forward looked ahead, so its piece is read again when backward begins).
-  EXPECT_FALSE(has(pieces_->asked_unread, 4));
-  EXPECT_FALSE(has(pieces_->asked_unread, 3));
+  // Backward asks for no piece that was not read ahead: 5 was never released, 4 and 3 were
+  // gathered or read ahead.
+  EXPECT_TRUE(pieces_->asked_unread.empty());
+  for (size_t u = 0; u < kUnits; ++u) {
+    EXPECT_EQ(gatherer_->state(u), UnitGatherer::State::kReleased) << "unit " << u;
+  }
+}
+
+// A unit kept whole for a backward that does not come (forward twice) is used as it is.
+TEST_F(Lookahead, KeptLastUnitServesTheNextForwardWhenNoBackwardCame) {
+  forward();
+  forward();
+  EXPECT_EQ(gatherer_->state(kUnits - 1), UnitGatherer::State::kGathered);
+  backward();
+  EXPECT_EQ(gatherer_->state(kUnits - 1), UnitGatherer::State::kReleased);
 }
 
 // Checkpointed units run their forward with grad mode off, yet backward follows.
@@ -173,6 +187,8 @@ TEST_F(Lookahead, ForwardWithoutGradientsReadsAheadTheNextForward) {
   torch::NoGradGuard no_grad;
   forward();
   EXPECT_TRUE(has(pieces_->read_ahead, 0));
+  // No backward follows: the last unit is released like the others.
+  EXPECT_EQ(gatherer_->state(kUnits - 1), UnitGatherer::State::kReleased);
 }
 
 }  // namespace

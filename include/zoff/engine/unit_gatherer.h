@@ -141,6 +141,8 @@ class UnitGatherer final : public unit::UnitHooks {
   void land(const std::vector<size_t>& units);
   static constexpr size_t kNoPosition = static_cast<size_t>(-1);
   size_t lookahead(size_t pos, size_t k) const;
+  static bool backward_follows();
+  bool kept_for_backward(size_t u) const;
   // released: freed at once (on a device: not zeroed).
   torch::Tensor new_whole_buffer(int64_t numel, torch::ScalarType dtype, bool released) const;
 
