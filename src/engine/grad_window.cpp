@@ -1,7 +1,6 @@
 // GradWindow: per-sub-group gradient buffers drawn from a bounded, reused pool.
 #include "zoff/engine/grad_window.h"
 
-#include <cstring>
 #include <string>
 
 #include "zoff/core/error.h"
@@ -27,11 +26,10 @@ float* GradWindow::acquire(size_t group) {
              timeout_.count(), " ms (the optimizer step is not consuming them)");
   offload::HostBuffer buffer;
   if (free_.empty()) {
-    buffer = offload::HostBuffer(group_elems_ * sizeof(float), kCacheLineAlignment);  // zero-filled
+    buffer = offload::HostBuffer(group_elems_ * sizeof(float), kCacheLineAlignment);
   } else {
     buffer = std::move(free_.back());
     free_.pop_back();
-    std::memset(buffer.data(), 0, group_elems_ * sizeof(float));
   }
   return held_.emplace(group, std::move(buffer)).first->second.as<float>();
 }

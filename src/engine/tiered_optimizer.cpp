@@ -373,6 +373,7 @@ void TieredOptimizer::begin_step(const float* grads, double lr, optim::CopyOut c
   job_ = {grads, copy_out, out16, out32, true};
   submitted_.assign(groups(), false);
   final_elems_.assign(groups(), 0);
+  if (window_) streamed_.assign(groups(), {});
   queue_.clear();
   closing_ = false;
   error_ = nullptr;
@@ -503,6 +504,7 @@ double TieredOptimizer::stream_grads(size_t offset, const float* piece, size_t n
     }
     // One pass (the values the in-memory path's division gives, the squares in double).
     squares += copy_divide_squares_parallel(buffer + (at - g * group), piece + done, k, divisor);
+    streamed_[g].emplace_back(at - g * group, at - g * group + k);
     final_elems_[g] += k;
     ZOFF_CHECK(final_elems_[g] <= group_size(g), "tiered optimizer: sub-group ", g,
                " got a gradient twice in one step");
@@ -512,9 +514,30 @@ double TieredOptimizer::stream_grads(size_t offset, const float* piece, size_t n
   return squares;
 }
 
+// Streamed gradients: a sub-group that some of its elements' gradients never reached this
+// step (a parameter no loss depended on) closes incomplete; its buffer's other elements are
+// what the buffer's last sub-group left, so they are zeroed here, once, before the step takes
+// it. Complete sub-groups were written whole and are not touched.
+void TieredOptimizer::zero_unstreamed() {
+  if (!window_) return;
+  for (size_t g = 0; g < streamed_.size(); ++g) {
+    if (streamed_[g].empty() || final_elems_[g] == group_size(g)) continue;
+    float* buffer = window_->acquire(g);  // held since its first piece: no wait
+    auto& ranges = streamed_[g];
+    std::sort(ranges.begin(), ranges.end());
+    size_t at = 0;
+    for (const auto& [begin, end] : ranges) {
+      std::fill(buffer + at, buffer + begin, 0.0f);
+      at = end;
+    }
+    std::fill(buffer + at, buffer + group_size(g), 0.0f);
+  }
+}
+
 // Queues the sub-groups not submitted yet, closes the step and waits for the worker to
 // finish it (at most timeout_). False on timeout.
 bool TieredOptimizer::close_and_wait() {
+  zero_unstreamed();
   std::unique_lock<std::mutex> lock(mutex_);
   for (size_t g = 0; g < submitted_.size(); ++g) {
     if (!submitted_[g]) queue_.push_back(g);

@@ -23,9 +23,11 @@ class GradWindow {
   // for one to be released. Buffers are allocated on first use and kept for reuse.
   GradWindow(size_t group_elems, size_t max_buffers, std::chrono::milliseconds timeout);
 
-  // The buffer of sub-group g (group_elems floats), zero-filled when g had none. Waits
-  // while all buffers are held; throws zoff::Error after the timeout (the consumer is not
-  // releasing: a stalled step).
+  // The buffer of sub-group g (group_elems floats). A buffer newly taken for g holds what
+  // its last sub-group left (not zeroed: the caller writes every element it streams and
+  // zeroes the rest of a sub-group that closes incomplete, so a full sub-group costs no
+  // pass of memset). Waits while all buffers are held; throws zoff::Error after the
+  // timeout (the consumer is not releasing: a stalled step).
   float* acquire(size_t group);
   // The buffer of sub-group g, or null when none was acquired for it this step (its
   // gradients are all zero). Does not block.

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "zoff/engine/grad_window.h"
@@ -220,6 +221,7 @@ class TieredOptimizer {
   uint16_t* group_copy(size_t g, uint16_t* buffer);
   void fill_states();
   double stream_grads(size_t offset, const float* piece, size_t n, int divide_by);
+  void zero_unstreamed();
   const float* group_grads(size_t g, Slot& slot);
   template <class Copy>
   void stream_range(size_t region, size_t offset, size_t n, bool write_back, const Copy& copy);
@@ -252,10 +254,13 @@ class TieredOptimizer {
   std::deque<size_t> queue_;          // submitted, not yet taken by the worker
   std::vector<bool> submitted_;       // per sub-group, this step
   std::vector<size_t> final_elems_;   // per sub-group, elements made final by grads_final
-  bool closing_ = false;              // finish_step() was called: no more groups
-  bool running_ = false;              // the worker is inside run_pipeline()
-  bool stop_ = false;                 // destructor
-  std::exception_ptr error_;          // what the worker threw this step
+  // grads_streamed: per sub-group, the [begin, end) element ranges (within it) streamed
+  // this step; the rest of a sub-group that closes incomplete is zeroed (zero_unstreamed).
+  std::vector<std::vector<std::pair<size_t, size_t>>> streamed_;
+  bool closing_ = false;      // finish_step() was called: no more groups
+  bool running_ = false;      // the worker is inside run_pipeline()
+  bool stop_ = false;         // destructor
+  std::exception_ptr error_;  // what the worker threw this step
   // The order the last completed step took its sub-groups in (backward's, for an overlapped
   // step): the step reads the next ones' master and states ahead in that order.
   std::vector<size_t> order_;
