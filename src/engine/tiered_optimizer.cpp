@@ -527,8 +527,8 @@ void TieredOptimizer::zero_unstreamed() {
     std::sort(ranges.begin(), ranges.end());
     size_t at = 0;
     for (const auto& [begin, end] : ranges) {
-      std::fill(buffer + at, buffer + begin, 0.0f);
-      at = end;
+      if (begin > at) std::fill(buffer + at, buffer + begin, 0.0f);
+      at = std::max(at, end);
     }
     std::fill(buffer + at, buffer + group_size(g), 0.0f);
   }
