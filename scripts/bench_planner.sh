@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The planner against the runs it plans (issue 11): gpt small, medium and xl trained STEPS
+# The planner against the runs it plans (issue 11): gpt PRESETS (small, medium, xl) trained STEPS
 # steps at stage 3, bf16, int8 states, everything on disk (the config of
 # scripts/bench_beyond_ram.sh), each under /usr/bin/time -v; and the 6.7b run of
 # bench_beyond_ram.sh (run that first). For each: `zoff estimate --plan` with the same
@@ -13,6 +13,7 @@ CONTEXT="${CONTEXT:-1024}"
 DIR="${DIR:-/var/tmp/zoff_bench_planner}"
 OUT="${OUT:-runs/bench_planner}"
 BEYOND="${BEYOND:-runs/bench_beyond_ram}"
+PRESETS="${PRESETS:-small medium xl}"  # gpt presets trained, each at CONTEXT
 mkdir -p "$OUT" "$DIR/nvme"
 /usr/bin/python3 - "$OUT" "$DIR/nvme" <<'PY'
 import json, sys
@@ -26,9 +27,8 @@ json.dump({"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1,
                "offload_param": {"device": "nvme", "nvme_path": nvme, "max_in_cpu": 250000000}}},
           open(f"{out}/config.json", "w"), indent=1)
 PY
-for preset in small medium xl; do
+for preset in $PRESETS; do
   ctx=$CONTEXT
-  [[ $preset == small ]] && ctx=256  # its preset's context
   cmd=("$ZOFF" train --model gpt --preset "$preset" --context "$ctx" --config "$OUT/config.json"
        --steps "$STEPS" --threads 2 --no-eval --seed 1 --log "$OUT/$preset.jsonl")
   echo "\$ ${cmd[*]}"
@@ -44,15 +44,15 @@ if [[ -f $BEYOND/zoff.json ]]; then
   "$ZOFF" estimate --plan --config "$BEYOND/zoff.json" --model gpt --preset 6.7b \
     --context "$CONTEXT" >"$OUT/6.7b.plan.txt"
 fi
-/usr/bin/python3 - "$OUT" "$BEYOND" <<'PY'
+/usr/bin/python3 - "$OUT" "$BEYOND" "$PRESETS" <<'PY'
 import json, os, re, sys
-out, beyond = sys.argv[1:]
+out, beyond, presets = sys.argv[1:]
 def measured(log, time):
     rows = [json.loads(l) for l in open(log) if '"event"' not in l]
     kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", open(time).read())[1])
     rss = max([kb * 1024] + [r["peak_rss"] for r in rows])
     return rss, rows[-1]["mem"]["nvme"]["total"]
-runs = [(p, f"{out}/{p}.jsonl", f"{out}/{p}.time", f"{out}/{p}.plan.json") for p in ("small", "medium", "xl")]
+runs = [(p, f"{out}/{p}.jsonl", f"{out}/{p}.time", f"{out}/{p}.plan.json") for p in presets.split()]
 if os.path.exists(f"{out}/6.7b.plan.json"):
     runs.append(("6.7b", f"{beyond}/zoff.jsonl", f"{beyond}/zoff.time", f"{out}/6.7b.plan.json"))
 print("| gpt | planned peak RSS | measured | planned / measured | planned disk | measured (mem.nvme) | ratio |")

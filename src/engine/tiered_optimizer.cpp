@@ -11,6 +11,7 @@
 #include "zoff/core/error.h"
 #include "zoff/optim/gradient_kernels.h"
 #include "zoff/optim/split_master.h"
+#include "zoff/placement/stream_window.h"
 
 namespace zoff::engine {
 
@@ -90,8 +91,11 @@ TieredOptimizer::TieredOptimizer(offload::Tier& tier, const optim::OptimizerOpti
     slots_.push_back(std::move(slot));
   }
   if (sub_groups.grads_streamed) {
-    const int64_t auto_count = std::max<int64_t>(8, 4 * static_cast<int64_t>(slots_.size()));
-    const int64_t buffers = sub_groups.stream_buffers > 0 ? sub_groups.stream_buffers : auto_count;
+    const int64_t buffers =
+        sub_groups.stream_buffers > 0
+            ? sub_groups.stream_buffers
+            : placement::auto_stream_buffers(static_cast<int64_t>(slots_.size()), group_,
+                                             sub_groups.stream_burst_elems);
     window_ = std::make_unique<GradWindow>(static_cast<size_t>(group_),
                                            static_cast<size_t>(buffers), timeout_);
     zeros_ = offload::HostBuffer(bytes, tier_.alignment());

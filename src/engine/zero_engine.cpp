@@ -176,6 +176,7 @@ void ZeroEngine::setup_states() {
   so.sub_groups.grads_in_tier = placement_.grads == placement::GradStore::kDisk;
   so.sub_groups.grads_streamed = placement_.grads == placement::GradStore::kStreamed;
   so.sub_groups.stream_buffers = offload.stream_buffers;
+  so.sub_groups.stream_burst_elems = largest_bucket_piece();
   so.sub_groups.split_master = placement_.split_master;
   so.split_master = placement_.split_master && !placement_.optimizer_on_disk();
   store_ = make_master_store(placement_.optimizer, "zoff_rank" + std::to_string(comm_->rank()),
@@ -220,6 +221,16 @@ void ZeroEngine::load_unit_values() {
   }
   store_->finish_fill();
   params_->finish_fill(trainable_);
+}
+
+// This rank's piece of the largest bucket the reducer will hand the master store at once
+// (setup_reducer's buckets: a unit each at stage 3), in shard elements.
+int64_t ZeroEngine::largest_bucket_piece() const {
+  const auto buckets =
+      stage() == 3 ? layout_->unit_buckets() : layout_->buckets(config_.zero.reduce_bucket_size);
+  int64_t most = 0;
+  for (const auto& b : buckets) most = std::max(most, b.shard_size);
+  return most;
 }
 
 void ZeroEngine::setup_reducer() {

@@ -10,6 +10,7 @@
 #include "zoff/optim/shard_optimizer.h"
 #include "zoff/optim/state_dtype.h"
 #include "zoff/placement/state_bytes.h"
+#include "zoff/placement/stream_window.h"
 
 namespace zoff::estimate {
 namespace {
@@ -20,24 +21,30 @@ struct Shape {
   placement::StateShape state;  // padded as the engine's layout pads (state_bytes.h)
   int64_t params = 0;           // trainable elements
   int64_t largest = 0;          // largest unit (stage 3) or parameter block, padded
+  int64_t two_pieces = 0;       // the two largest units' pieces on one rank, elements
   int64_t units = 0;            // units (stage 3) or parameter blocks
   int64_t compute = 4;          // bytes per compute element
+  int64_t world = 1;            // ranks
   size_t state_bytes = 4;       // stored bytes per state element
 };
 
 Shape shape_of(const placement::Placement& pl, const config::Config& c, int world,
                const PlanModel& m) {
   Shape s;
+  s.world = world;
   s.compute = static_cast<int64_t>(placement::element_bytes(pl.precision));
   s.state_bytes = optim::stored_element_bytes(pl.states);
   s.state = placement::state_shape(m.unit_elems, world, pl.stage,
                                    optim::optimizer_state_count(c.optimizer));
+  int64_t second = 0;
   for (int64_t u : m.unit_elems) {
     const int64_t padded = (u + world - 1) / world * world;  // model_layout: units padded
     s.params += u;
     ++s.units;
+    second = std::max(second, std::min(s.largest, padded));
     s.largest = std::max(s.largest, padded);
   }
+  s.two_pieces = (s.largest + second) / world;
   return s;
 }
 
@@ -70,6 +77,18 @@ int64_t largest_groups(int64_t shard, int64_t group, int64_t count) {
   return count * group;
 }
 
+// Elements of the largest bucket backward reduces at once (stage 3: a unit; stages 1-2:
+// reduce_bucket_size, or a larger unit), elements.
+int64_t reduce_bucket(const config::Config& c, const Shape& s) {
+  return c.zero.stage == 3 ? s.largest
+                           : std::max(std::min(c.zero.reduce_bucket_size, s.params), s.largest);
+}
+
+// This rank's piece of that bucket: what the streamed-gradient window takes at once.
+int64_t bucket_piece(const config::Config& c, const Shape& s) {
+  return (reduce_bucket(c, s) + s.world - 1) / s.world;
+}
+
 // The disk step's staging: sub-group buffer sets, the gradient window or read-add-write
 // window (tiered_optimizer.h); the int8 scales are counted with the states.
 void step_buffers(const placement::Placement& pl, const config::Config& c, const Shape& s,
@@ -98,7 +117,9 @@ void step_buffers(const placement::Placement& pl, const config::Config& c, const
     // Allocated as sub-groups fill, so never more than the shard has sub-groups. Sub-groups
     // no gradient reached read a zero buffer whose pages are never written: the kernel's
     // zero page, not resident.
-    const int64_t cap = oo.stream_buffers > 0 ? oo.stream_buffers : std::max<int64_t>(8, 4 * slots);
+    const int64_t cap = oo.stream_buffers > 0
+                            ? oo.stream_buffers
+                            : placement::auto_stream_buffers(slots, group, bucket_piece(c, s));
     const int64_t buffers = std::min(cap, groups);
     add(p.host, "gradient window", largest_groups(shard, group, buffers) * 4,
         std::to_string(buffers) + " sub-groups filled by backward, freed by the step",
@@ -118,16 +139,17 @@ void unit_buffers(const placement::Placement& pl, const config::Config& c, const
     add(p.host, "whole units", 2 * unit * s.compute,
         "the largest unit in use and the next gathered or prefetched");
     if (pl.params_on_disk()) {
-      add(p.host, "read-ahead pieces",
-          std::min(c.zero.offload_param.max_in_cpu, s.state.shard) * s.compute,
-          "offload_param.max_in_cpu, compute dtype");
+      // The pieces' read buffers (the one in use included) stay within max_in_cpu, or the
+      // two largest pieces when that is more (tier_unit_pieces.cpp: the read-ahead's budget).
+      const int64_t ahead = std::max(c.zero.offload_param.max_in_cpu, s.two_pieces);
+      add(p.host, "read-ahead pieces", std::min(ahead, s.state.shard) * s.compute,
+          "offload_param.max_in_cpu, at least the two largest pieces, compute dtype");
     }
   }
   // Autograd's gradient of a unit and the bucket it is staged in, both in the compute dtype
   // (the reduce-scatter sends gradients as they are and sums them in fp32).
   // Stage 3 reduces unit by unit; stage 2 in buckets of reduce_bucket_size.
-  const int64_t bucket =
-      c.zero.stage == 3 ? unit : std::max(std::min(c.zero.reduce_bucket_size, s.params), unit);
+  const int64_t bucket = reduce_bucket(c, s);
   add(p.host, "unit gradients", unit * s.compute, "autograd's, before staging");
   if (c.zero.stage >= 2) {
     // With overlap_comm, a bucket fills while the previous one's collective runs (two

@@ -7,6 +7,7 @@
 
 #include "zoff/core/error.h"
 #include "zoff/optim/state_dtype.h"
+#include "zoff/placement/stream_window.h"
 
 namespace zoff::estimate::run_plan_test {
 namespace {
@@ -90,7 +91,8 @@ TEST(RunPlan, StepBuffersUseTheEnginesSubGroupRounding) {
   // the parameter file; and one sub-group of fp32 the range copies go through.
   EXPECT_EQ(item(p.host, "step buffers"), 3 * group * (2 + 2 + 2));
   EXPECT_EQ(item(p.host, "range-copy buffer"), group * 4);
-  EXPECT_EQ(item(p.host, "gradient window"), 12 * group * 4);  // 4 x 3 sets (of 98)
+  // One unit of 98 sub-groups comes at once: the window takes all of them.
+  EXPECT_EQ(item(p.host, "gradient window"), 100000000 * 4);
   // The zero sub-group is read, never written: the kernel's zero page, not resident.
   EXPECT_EQ(item(p.host, "zero gradients"), 0);
   EXPECT_EQ(item(p.host, "int8 scales"), 2 * ((100000000 + 2047) / 2048) * 4);
@@ -100,6 +102,26 @@ TEST(RunPlan, StepBuffersUseTheEnginesSubGroupRounding) {
   m.unit_elems = {3 * group - 5};
   c.zero.offload_optimizer.stream_buffers = 0;
   EXPECT_EQ(item(plan_run(c, 1, m).host, "gradient window"), (3 * group - 5) * 4);
+}
+
+// The window's automatic size: a unit's sub-groups (one more: a unit may start inside one)
+// beside the step's 3 sets, at least 4 x 3 and 8 (placement::auto_stream_buffers).
+TEST(RunPlan, StreamWindowTakesTheLargestUnitAtOnce) {
+  auto c = on_disk("stream", "int8");
+  c.zero.sub_group_size = 1000001;
+  const int64_t group = (1000001 + 4095) / 4096 * 4096;  // 1003520
+  PlanModel m;
+  m.unit_elems = std::vector<int64_t>(5, 20000000);  // 20M: 20 sub-groups, spans 21
+  EXPECT_EQ(item(plan_run(c, 1, m).host, "gradient window"), (21 + 3) * group * 4);
+  m.unit_elems = std::vector<int64_t>(20, 2000000);  // 2M: spans 3; 4 x 3 is more
+  EXPECT_EQ(item(plan_run(c, 1, m).host, "gradient window"), 12 * group * 4);
+  // At world 2 a rank takes half of each unit: 10M spans 11.
+  m.unit_elems = std::vector<int64_t>(5, 20000000);
+  EXPECT_EQ(item(plan_run(c, 2, m).host, "gradient window"), (11 + 3) * group * 4);
+  EXPECT_EQ(placement::auto_stream_buffers(3, group, 0), 12);
+  EXPECT_EQ(placement::auto_stream_buffers(1, group, 1), 8);
+  EXPECT_THROW(placement::auto_stream_buffers(0, group, 1), UsageError);
+  EXPECT_THROW(placement::auto_stream_buffers(3, 0, 1), UsageError);
 }
 
 // Without offload the states are in memory: the ZeRO model-state bytes of the stage.
@@ -158,6 +180,25 @@ TEST(RunPlan, BuffersCountOnlyWhatTheShardsSubGroupsFill) {
   EXPECT_EQ(item(p.host, "gradient window"), 2500000 * 4);
   m.unit_elems = {1500000};
   EXPECT_EQ(item(plan_run(c, 1, m).host, "step buffers"), 1500000 * per_element);
+}
+
+// The pieces' read buffers stay within offload_param.max_in_cpu elements, or the two largest
+// pieces when that is more (the piece in use and the next must fit: tier_unit_pieces.cpp),
+// and never past the shard. Units of 10, 1001 and 5000 at world 3: pieces of 4, 334 and
+// 1667 elements (units padded to 12, 1002, 5001), a shard of 2005.
+TEST(RunPlan, ReadAheadHoldsAtLeastTheTwoLargestPieces) {
+  PlanModel m;
+  m.unit_elems = {10, 1001, 5000};
+  auto c = on_disk("stream", "int8");
+  c.zero.offload_param.max_in_cpu = 100;
+  EXPECT_EQ(item(plan_run(c, 3, m).host, "read-ahead pieces"), (1667 + 334) * 2);  // bf16
+  c.zero.offload_param.max_in_cpu = 2003;
+  EXPECT_EQ(item(plan_run(c, 3, m).host, "read-ahead pieces"), 2003 * 2);
+  c.zero.offload_param.max_in_cpu = 1000000000;
+  EXPECT_EQ(item(plan_run(c, 3, m).host, "read-ahead pieces"), 2005 * 2);
+  // At world 1 the pieces are the units: 5000 + 1001.
+  c.zero.offload_param.max_in_cpu = 1;
+  EXPECT_EQ(item(plan_run(c, 1, m).host, "read-ahead pieces"), (5000 + 1001) * 2);
 }
 
 TEST(RunPlan, AnEmptyModelOrNoRanksIsAUsageError) {

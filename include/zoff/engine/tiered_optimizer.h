@@ -38,9 +38,13 @@ struct SubGroupOptions {
   // backward (begin_step) and one accumulate_grads() per element per step (no gradient
   // accumulation, no clipping). Excludes grads_in_tier.
   bool grads_streamed = false;
-  // grads_streamed: sub-group buffers the window may hold at once; 0 = 4 x the step's
-  // slots (at least 8). Backward waits when they are all held.
+  // grads_streamed: sub-group buffers the window may hold at once; 0 = enough for
+  // `stream_burst_elems` beside the step's slots, at least 4 x slots and 8
+  // (placement::auto_stream_buffers). Backward waits when they are all held.
   int64_t stream_buffers = 0;
+  // grads_streamed: the most gradient elements backward hands over at once (this rank's
+  // piece of the largest reduced bucket: stage 3, of the largest unit); 0 = unknown.
+  int64_t stream_burst_elems = 0;
   // The split master (optim/split_master.h): the "master" region holds each element's
   // 16-bit extension (2 bytes, not 4), and its bf16 compute copy, the other half, is where
   // the step writes the copy: the output region (set_output_region, 2 bytes) or the memory

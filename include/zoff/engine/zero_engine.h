@@ -191,6 +191,7 @@ class ZeroEngine {
   void setup_states();
   void load_unit_values();
   void setup_reducer();
+  int64_t largest_bucket_piece() const;
   StepStats apply_step();  // step() without its timing
   bool skip_overflowed_step(const torch::Tensor& grads, StepStats* stats);
   // The global norm (and clipping) of the step's gradient; `squares`: the local sum of
