@@ -57,8 +57,9 @@ struct OffloadConfig {
   // gradient first).
   std::string gradients = "auto";
   // gradients = "stream": sub-group buffers (sub_group_size fp32 each) backward may fill
-  // ahead of the step; 0 = 4 x the step's slots, at least 8. Backward waits when all are
-  // held.
+  // ahead of the step; 0 = room for the largest unit's (or bucket's) piece beside the
+  // step's slots, at least 4 x slots and 8 (placement::auto_stream_buffers). Backward waits
+  // when all are held.
   int64_t stream_buffers = 0;
   // bf16 (zoff): the fp32 master is stored as the bf16 parameter plus a 16-bit extension
   // (optim/split_master.h), 2 bytes per element instead of 4, on disk or in memory.
