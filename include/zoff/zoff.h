@@ -108,6 +108,7 @@
 #include "zoff/placement/placement.h"
 #include "zoff/placement/state_bytes.h"
 #include "zoff/placement/store_tier.h"
+#include "zoff/placement/stream_window.h"
 #include "zoff/report/html_report.h"
 #include "zoff/report/progress.h"
 #include "zoff/report/svg_chart.h"
