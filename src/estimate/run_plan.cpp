@@ -77,8 +77,8 @@ int64_t largest_groups(int64_t shard, int64_t group, int64_t count) {
   return count * group;
 }
 
-// Elements of the largest bucket backward reduces at once (stage 3: a unit; stages 1-2:
-// reduce_bucket_size, or a larger unit), elements.
+// Elements in the largest bucket backward reduces at once (stage 3: a unit; stages 1-2:
+// reduce_bucket_size, or a larger unit).
 int64_t reduce_bucket(const config::Config& c, const Shape& s) {
   return c.zero.stage == 3 ? s.largest
                            : std::max(std::min(c.zero.reduce_bucket_size, s.params), s.largest);
