@@ -17,6 +17,7 @@
 #include "zoff/estimate/param_count.h"
 #include "zoff/estimate/plan_choice.h"
 #include "zoff/estimate/run_plan.h"
+#include "zoff/models/causal_attention.h"
 #include "zoff/models/gpt_config.h"
 #include "zoff/optim/state_dtype.h"
 
@@ -47,6 +48,7 @@ struct EstimateArgs {
   std::string config;
   int64_t context = 0;
   int64_t layers = 0;
+  std::string attention = "auto";  // --plan: gpt's attention kernel (models::AttentionKernel)
   bool activation_checkpointing = false;
   // --ram/--disk: choose among candidate configurations; --plan FILE writes the chosen one.
   std::string ram;
@@ -76,10 +78,15 @@ estimate::PlanModel gpt_plan_model(const EstimateArgs& a, const config::Config& 
                                    bool checkpointing) {
   auto shape = models::gpt_preset(a.preset, a.context);
   if (a.layers > 0) shape.n_layer = a.layers;
+  shape.attention = models::parse_attention_kernel(a.attention);
+  // The kernel the run will take on this machine (kAuto resolves against its CPU).
+  const bool flash = models::flash_attention_applies(shape.attention, shape.block_size,
+                                                     cfg.bf16 ? torch::kBFloat16 : torch::kFloat32,
+                                                     /*cpu=*/true, shape.dropout > 0.0);
   estimate::PlanModel m;
   m.unit_elems = models::gpt_unit_elems(shape);
   m.activation_bytes = models::gpt_activation_bytes(shape, cfg.train_micro_batch_size_per_gpu,
-                                                    cfg.bf16 ? 2 : 4, checkpointing);
+                                                    cfg.bf16 ? 2 : 4, checkpointing, flash);
   m.late_activation_bytes = models::gpt_late_activation_bytes(
       shape, cfg.train_micro_batch_size_per_gpu, cfg.bf16 ? 2 : 4, checkpointing);
   m.data_bytes = fortunes_bytes();
@@ -236,6 +243,10 @@ void add_estimate(CLI::App& root, int& exit_code) {
   cmd->add_option("--config", args->config, "--plan: the run's DeepSpeed-style JSON config");
   cmd->add_option("--context", args->context, "--plan: gpt context (0 = the preset's)");
   cmd->add_option("--layers", args->layers, "--plan: gpt blocks (0 = the preset's)");
+  cmd->add_option("--attention", args->attention,
+                  "--plan: gpt attention kernel: auto, materialized or flash (as zoff train's)")
+      ->check(CLI::IsMember({"auto", "materialized", "flash"}))
+      ->capture_default_str();
   cmd->add_flag("--activation-checkpointing", args->activation_checkpointing,
                 "--plan: the run recomputes each block in backward");
   cmd->callback([cmd, args, &exit_code] {

@@ -42,6 +42,11 @@ void add_model_options(CLI::App* cmd, zoff::train::TrainOptions* opts) {
                   "gpt: blocks instead of the preset's (sizes between presets, for baselines; "
                   "not with --save, --resume or --save-model)")
       ->check(whole_number_text<int64_t>(1));
+  cmd->add_option("--attention", opts->attention,
+                  "gpt: attention kernel: auto (flash for long bf16 windows where the CPU "
+                  "multiplies bf16 natively), materialized or flash")
+      ->check(CLI::IsMember({"auto", "materialized", "flash"}))
+      ->capture_default_str();
   cmd->add_option("--config", opts->config_path, "DeepSpeed-style JSON config")->required();
   cmd->add_option("--steps", opts->steps, "optimizer steps")
       ->check(whole_number_text<int64_t>(1))

@@ -1,8 +1,9 @@
 """A byte-level GPT in plain PyTorch, op for op the same as zoff's C++ gpt (src/models/gpt.cpp),
 and the text of Debian's fortunes as its data. Nothing here needs zoff: where zoff imports,
-bf16 LayerNorm, GELU and attention's causal softmax take its fused kernels, and the matrix
-products its widened 16-bit products where the CPU lacks bf16 dot products (zoff.nn), as the
-C++ gpt does. Whichever training system runs it (zoff, DDP, FSDP2, DeepSpeed), the model
+bf16 LayerNorm and GELU take its fused kernels, attention is the C++ gpt's own function
+(zoff.nn.causal_attention: zoff's causal softmax, or PyTorch's flash attention for long bf16
+windows), and the matrix products its widened 16-bit products where the CPU lacks bf16 dot
+products (zoff.nn), as the C++ gpt does. Whichever training system runs it (zoff, DDP, FSDP2, DeepSpeed), the model
 computes the same way."""
 import math
 import os
@@ -17,7 +18,6 @@ except ImportError:
     zoff_nn = None
 gelu = zoff_nn.gelu if zoff_nn is not None else F.gelu
 linear = zoff_nn.linear if zoff_nn is not None else F.linear
-bmm = zoff_nn.bmm if zoff_nn is not None else torch.bmm
 matmul = zoff_nn.matmul if zoff_nn is not None else torch.matmul
 if zoff_nn is not None:
     baddbmm = zoff_nn.baddbmm
@@ -65,18 +65,18 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         hs = C // self.n_head
         q, k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
-        q, k = q.reshape(B * self.n_head, T, hs), k.reshape(B * self.n_head, T, hs)
-        if zoff_nn is not None and q.dtype == torch.bfloat16:
-            # zoff's kernel scales, masks and normalizes each row's prefix, as the C++ gpt.
-            att = zoff_nn.causal_softmax(bmm(q, k.transpose(1, 2)), 1.0 / math.sqrt(hs))
+        if zoff_nn is not None:
+            # The C++ gpt's attention: bf16 scores through zoff's causal softmax, or long bf16
+            # windows through PyTorch's fused (flash) attention (zoff.nn.causal_attention).
+            y = zoff_nn.causal_attention(q, k, v)
         else:
             # Scores plus the causal mask (-inf above the diagonal) in one baddbmm, as the C++
             # gpt: faster than matmul, scale and masked_fill, and no mask to apply in backward.
+            q, k = q.reshape(B * self.n_head, T, hs), k.reshape(B * self.n_head, T, hs)
             future = torch.full((T, T), float("-inf"), dtype=q.dtype, device=x.device).triu(1)
             att = torch.softmax(baddbmm(future, q, k.transpose(1, 2), alpha=1.0 / math.sqrt(hs)), -1)
-        att = att.view(B, self.n_head, T, T)
-        y = matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
-        return self.proj(y)
+            y = matmul(att.view(B, self.n_head, T, T), v)
+        return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 
 class Block(nn.Module):

@@ -70,6 +70,8 @@
 #include "zoff/estimate/param_count.h"
 #include "zoff/estimate/plan_choice.h"
 #include "zoff/estimate/run_plan.h"
+#include "zoff/models/attention_kernel.h"
+#include "zoff/models/causal_attention.h"
 #include "zoff/models/fashion_cnn.h"
 #include "zoff/models/fused_causal_softmax.h"
 #include "zoff/models/fused_gelu.h"

@@ -1,5 +1,6 @@
-// _zoff.fused_layer_norm, _zoff.fused_gelu, _zoff.fused_causal_softmax and the widened
-// 16-bit matrix products: the C++ autograd functions, called from Python.
+// _zoff.fused_layer_norm, _zoff.fused_gelu, _zoff.fused_causal_softmax, the C++ gpt's
+// causal attention and the widened 16-bit matrix products: the C++ autograd functions,
+// called from Python.
 #include "fused_ops.h"
 
 #include <torch/csrc/utils/pybind.h>
@@ -7,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "zoff/models/causal_attention.h"
 #include "zoff/models/fused_causal_softmax.h"
 #include "zoff/models/fused_gelu.h"
 #include "zoff/models/fused_layer_norm.h"
@@ -60,6 +62,25 @@ void bind_fused_ops(py::module_& m) {
   m.def("fused_gelu", &models::fused_gelu, py::arg("x"), py::call_guard<py::gil_scoped_release>());
   m.def("fused_causal_softmax", &models::fused_causal_softmax, py::arg("scores"), py::arg("scale"),
         py::call_guard<py::gil_scoped_release>());
+  // The C++ gpt's attention (models::causal_attention), no dropout: kernel "auto",
+  // "materialized" or "flash" (another name raises ValueError naming it).
+  m.def(
+      "causal_attention",
+      [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+         const std::string& kernel) {
+        models::CausalAttentionOptions o;
+        o.kernel = models::parse_attention_kernel(kernel);
+        return models::causal_attention(q, k, v, o);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("kernel") = "auto",
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "flash_attention_applies",
+      [](const std::string& kernel, int64_t T, torch::ScalarType dtype, bool cpu) {
+        return models::flash_attention_applies(models::parse_attention_kernel(kernel), T, dtype,
+                                               cpu, /*dropout_active=*/false);
+      },
+      py::arg("kernel"), py::arg("T"), py::arg("dtype"), py::arg("cpu"));
   bind_widened_products(m);
 }
 

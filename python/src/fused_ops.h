@@ -9,8 +9,9 @@ namespace zoff::python {
 // Adds _zoff.fused_layer_norm(x, weight, bias, eps), _zoff.fused_gelu(x) and
 // _zoff.fused_causal_softmax(scores, scale): differentiable
 // ops on bf16 CPU tensors; anything else is a ValueError naming it. Also
-// _zoff.widened_{linear,matmul,bmm,baddbmm} and _zoff.bf16_products_widened(). zoff.nn wraps
-// them.
+// _zoff.causal_attention(q, k, v, kernel) and _zoff.flash_attention_applies(kernel, T, dtype,
+// cpu) (models/causal_attention.h), _zoff.widened_{linear,matmul,bmm,baddbmm} and
+// _zoff.bf16_products_widened(). zoff.nn wraps them.
 void bind_fused_ops(pybind11::module_& m);
 
 }  // namespace zoff::python

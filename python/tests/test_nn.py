@@ -1,5 +1,5 @@
-"""zoff.nn: the fused bf16 LayerNorm, GELU and causal softmax against PyTorch's own ops, and
-their fallbacks."""
+"""zoff.nn: the fused bf16 LayerNorm, GELU, causal softmax and attention against PyTorch's
+own ops, and their fallbacks."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -77,6 +77,34 @@ def test_causal_softmax_matches_masked_softmax():
     assert torch.allclose(znn.causal_softmax(s32, 0.125), masked_softmax(s32, 0.125))
 
 
+# Relative error (norm) of bf16 attention against fp64: tests/models/causal_attention_test.cpp.
+ATTENTION_BF16_RTOL = 1e-2
+
+
+def test_causal_attention_matches_fp64_sdpa_with_either_kernel():
+    torch.manual_seed(4)
+    x = torch.randn(2, 80, 3, 3, 16)  # [B, T, q/k/v, heads, head size], as a GPT splits it
+    q, k, v = (x[:, :, i].transpose(1, 2) for i in range(3))
+    dy = torch.randn(2, 3, 80, 16)
+    want = forward_backward(lambda a: F.scaled_dot_product_attention(a, k.double(), v.double(), is_causal=True),
+                            q.double(), dy.double())
+    for kernel in ("materialized", "flash"):
+        y, dq, _ = forward_backward(lambda a: znn.causal_attention(a, k.bfloat16(), v.bfloat16(), kernel),
+                                    q.bfloat16(), dy.bfloat16())
+        assert y.dtype == torch.bfloat16
+        for got, ref in ((y, want[0]), (dq, want[1])):
+            err = ((got.double() - ref).norm() / ref.norm()).item()
+            assert err < ATTENTION_BF16_RTOL, (kernel, err)
+    # auto: materialized below 1024 tokens; under autocast fp32 operands are cast as autocast would
+    assert torch.equal(znn.causal_attention(q.bfloat16(), k.bfloat16(), v.bfloat16()),
+                       znn.causal_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), "materialized"))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert znn.causal_attention(q, k, v).dtype == torch.bfloat16
+    long_ = not znn.bf16_products_widened()
+    assert zoff._zoff.flash_attention_applies("auto", 1024, torch.bfloat16, True) == long_
+    assert not zoff._zoff.flash_attention_applies("auto", 1023, torch.bfloat16, True)
+
+
 def test_modules_are_drop_ins_and_fall_back_outside_bf16():
     torch.manual_seed(2)
     ln, ref = znn.LayerNorm(32), torch.nn.LayerNorm(32)
@@ -103,6 +131,15 @@ def test_bad_input_is_a_value_error_naming_it():
         znn.causal_softmax(torch.zeros(4, 4), 0.0)
     with pytest.raises(ValueError, match="scores is Float"):
         zoff._zoff.fused_causal_softmax(torch.zeros(4, 4), 0.5)
+    q = torch.zeros(1, 2, 8, 4)
+    with pytest.raises(ValueError, match="kernel = 'fast'"):
+        znn.causal_attention(q, q, q, "fast")
+    with pytest.raises(ValueError, match=r"k \[1, 2, 9, 4\]"):
+        znn.causal_attention(q, torch.zeros(1, 2, 9, 4), q)
+    with pytest.raises(ValueError, match="attention kernel 'fast'"):
+        zoff._zoff.causal_attention(q, q, q, "fast")
+    with pytest.raises(ValueError, match="must have one dtype"):
+        zoff._zoff.causal_attention(q, q.bfloat16(), q, "flash")
 
 
 class _UserBlock(torch.nn.Module):

@@ -25,6 +25,7 @@ then widen. fp32 products, and 16-bit ones that are not widened, are PyTorch's o
     self.fc = znn.Linear(n_embd, 4 * n_embd)  # or znn.linear(x, w, b)
     h = znn.gelu(self.fc(x))
     att = znn.causal_softmax(znn.bmm(q, k.transpose(-2, -1)), 1 / math.sqrt(head_size))
+    y = znn.causal_attention(q, k, v)  # [B, heads, T, head size]: the C++ gpt's attention
 """
 import math
 
@@ -33,7 +34,7 @@ import torch.nn.functional as F
 
 from . import _zoff
 
-__all__ = ["layer_norm", "gelu", "causal_softmax", "linear", "matmul", "bmm", "baddbmm",
+__all__ = ["layer_norm", "gelu", "causal_softmax", "causal_attention", "linear", "matmul", "bmm", "baddbmm",
            "set_bf16_products", "bf16_products_widened", "LayerNorm", "GELU", "Linear",
            "use_fused_kernels"]
 
@@ -79,6 +80,31 @@ def causal_softmax(scores, scale):
     T = scores.size(-1)
     future = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu(1)
     return torch.softmax((scores * scale).masked_fill(future, float("-inf")), -1)
+
+
+ATTENTION_KERNELS = ("auto", "materialized", "flash")
+
+
+def causal_attention(q, k, v, kernel="auto"):
+    """softmax(q k^T / sqrt(head size), causal) v for q, k, v [B, heads, T, head size] (one
+    shape and dtype; any strides): the C++ gpt's attention, op for op. kernel "materialized":
+    the weights [B heads, T, T] are computed (through causal_softmax for bf16) and kept for
+    backward; "flash": PyTorch's fused scaled_dot_product_attention(is_causal=True), which
+    keeps only the output and a log-sum-exp per row and recomputes the weights in backward;
+    "auto": flash for bf16 CPU tensors of T >= 1024 where the CPU multiplies bf16 natively
+    (bf16_products_widened() is False), materialized otherwise (docs/figures.md has the
+    measurements behind the threshold). Under torch.autocast("cpu") the operands are cast
+    to autocast's dtype first, as autocast would."""
+    if kernel not in ATTENTION_KERNELS:
+        raise ValueError(f"causal_attention: kernel = {kernel!r}: expected one of {ATTENTION_KERNELS}")
+    if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"causal_attention: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: "
+                         "expected one shape [B, heads, T, head size]")
+    if q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+        cast = torch.get_autocast_dtype("cpu")
+        with torch.autocast("cpu", enabled=False):
+            return _zoff.causal_attention(q.to(cast), k.to(cast), v.to(cast), kernel)
+    return _zoff.causal_attention(q, k, v, kernel)
 
 
 def _widened_dtype(dtype):

@@ -9,7 +9,7 @@
 
 #include "zoff/core/error.h"
 #include "zoff/data/splitmix64.h"
-#include "zoff/models/fused_causal_softmax.h"
+#include "zoff/models/causal_attention.h"
 #include "zoff/models/fused_gelu.h"
 #include "zoff/models/fused_layer_norm.h"
 #include "zoff/models/widened_products.h"
@@ -68,31 +68,11 @@ torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
 }
 }  // namespace
 
-torch::Tensor CausalSelfAttentionImpl::weights(const torch::Tensor& q,
-                                               const torch::Tensor& k) const {
-  const int64_t T = q.size(1);
-  const double scale = 1.0 / std::sqrt(double(q.size(2)));
-  if (fused_softmax_ && q.scalar_type() == torch::kBFloat16 && q.is_cpu()) {
-    // The kernel scales, masks and normalizes the prefix of each row in one pass and never
-    // reads the future (gpt small's shapes: forward 2.78 vs 4.81 ms for LibTorch's masked
-    // softmax, docs/figures.md).
-    return fused_causal_softmax(widened_bmm(q, k.transpose(1, 2)), scale);
-  }
-  // Scores q k^T / sqrt(hs) plus the causal mask, in one baddbmm: the mask is an addend,
-  // -inf above the diagonal (the future gets zero weight after softmax) and 0 elsewhere.
-  // One op instead of matmul, scale and masked_fill, and nothing for backward to undo at
-  // the masked places (gpt small's scores and softmax, batch 8, bf16, forward + backward:
-  // 14-17 -> 9.4-9.8 ms per layer).
-  // The mask is built per call (T x T) rather than kept as a buffer: nothing but parameters
-  // lives in the module, and T varies between training and generation.
-  const torch::Tensor future =
-      torch::full({T, T}, -std::numeric_limits<double>::infinity(), q.options()).triu(1);
-  return torch::softmax(
-      widened_baddbmm(future, q, k.transpose(1, 2), /*beta=*/1.0, /*alpha=*/scale), -1);
-}
-
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& config)
-    : n_head_(config.n_head), dropout_(config.dropout), fused_softmax_(config.fused_softmax) {
+    : n_head_(config.n_head),
+      dropout_(config.dropout),
+      fused_softmax_(config.fused_softmax),
+      attention_(config.attention) {
   qkv = register_module("qkv", torch::nn::Linear(config.n_embd, 3 * config.n_embd));
   proj = register_module("proj", torch::nn::Linear(config.n_embd, config.n_embd));
 }
@@ -103,11 +83,13 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   auto heads = [&](const torch::Tensor& t) {  // [B, T, C] -> [B, nh, T, hs]
     return t.view({B, T, n_head_, hs}).transpose(1, 2);
   };
-  const torch::Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
-  torch::Tensor att = weights(q.reshape({B * n_head_, T, hs}), k.reshape({B * n_head_, T, hs}))
-                          .view({B, n_head_, T, T});
-  att = maybe_dropout(att, dropout_, is_training());
-  torch::Tensor y = widened_matmul(att, v);            // [B, nh, T, hs]
+  CausalAttentionOptions options;
+  options.kernel = attention_;
+  options.fused_softmax = fused_softmax_;
+  options.dropout = dropout_;
+  options.training = is_training();
+  torch::Tensor y = causal_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]),
+                                     options);         // [B, nh, T, hs]
   y = y.transpose(1, 2).contiguous().view({B, T, C});  // heads side by side again
   return maybe_dropout(linear(proj, y), dropout_, is_training());
 }

@@ -51,13 +51,15 @@ constexpr int64_t kMaxGptLayers = 1024;
 class GptTask : public Task {
  public:
   GptTask(const std::string& preset, bool activation_checkpointing, int64_t eval_batch,
-          const std::string& data_path, int64_t context, bool deferred, int64_t layers)
+          const std::string& data_path, int64_t context, bool deferred, int64_t layers,
+          const std::string& attention)
       : eval_batch_(eval_batch) {
     ZOFF_CHECK_ARG(eval_batch >= 1, "gpt: evaluation batch = ", eval_batch, ": must be >= 1");
     auto cfg = models::gpt_preset(preset.empty() ? "tiny" : preset, context);
     ZOFF_CHECK_ARG(layers >= 0 && layers <= kMaxGptLayers, "--layers ", layers, ": must be in [1, ",
                    kMaxGptLayers, "] (0 = the preset's)");
     if (layers > 0) cfg.n_layer = layers;
+    cfg.attention = models::parse_attention_kernel(attention);
     split_ = data::load_fortunes(data_path.empty() ? data::kFortunesDefaultDir : data_path,
                                  cfg.block_size);
     model_ = models::Gpt(cfg, deferred ? models::GptInit::kDeferred : models::GptInit::kEager);
@@ -156,6 +158,9 @@ std::unique_ptr<Task> make_task(const TaskOptions& options) {
                  ": model '", options.model, "' has no context (--context is for gpt)");
   ZOFF_CHECK_ARG(options.layers == 0 || options.model == "gpt", "--layers ", options.layers,
                  ": model '", options.model, "' has no blocks to count (--layers is for gpt)");
+  ZOFF_CHECK_ARG(options.attention == "auto" || options.model == "gpt", "--attention ",
+                 options.attention, ": model '", options.model,
+                 "' has no attention (--attention is for gpt)");
   if (options.model == "mlp") {
     ZOFF_CHECK_ARG(options.data_path.empty(), "--data ", options.data_path,
                    ": mlp trains on generated data (--data is for gpt and cnn)");
@@ -164,7 +169,7 @@ std::unique_ptr<Task> make_task(const TaskOptions& options) {
   if (options.model == "gpt") {
     return std::make_unique<GptTask>(options.preset, options.activation_checkpointing,
                                      options.eval_batch, options.data_path, options.context,
-                                     options.deferred_init, options.layers);
+                                     options.deferred_init, options.layers, options.attention);
   }
   ZOFF_CHECK_ARG(!options.activation_checkpointing, "activation checkpointing: model '",
                  options.model, "' has no blocks to checkpoint (gpt has)");

@@ -348,9 +348,10 @@ TrainRun::TrainRun(const TrainOptions& o)
 }
 
 std::unique_ptr<Task> TrainRun::build_task() {
-  auto task = make_task(
-      {o_.model, o_.preset, o_.seed, o_.activation_checkpointing || cfg_.activation_checkpointing,
-       cfg_.train_micro_batch_size_per_gpu, o_.data_path, o_.context, defer_model(o_), o_.layers});
+  auto task = make_task({o_.model, o_.preset, o_.seed,
+                         o_.activation_checkpointing || cfg_.activation_checkpointing,
+                         cfg_.train_micro_batch_size_per_gpu, o_.data_path, o_.context,
+                         defer_model(o_), o_.layers, o_.attention});
   param_init_ = task->param_init();
   if (!o_.init_from.empty()) load_initial_weights(*task, o_.init_from, &param_init_);
   return task;

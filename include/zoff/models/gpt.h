@@ -15,10 +15,10 @@
 
 namespace zoff::models {
 
-// Multi-head causal self-attention written with plain matmuls, not scaled_dot_product_attention:
-// the ops of the Python GPT (examples/python/gpt.py), which the tests match bit for bit, and
-// bf16 scores go through zoff's fused causal softmax: x [B, T, C] -> [B, T, C]. Position t
-// attends to 0..t.
+// Multi-head causal self-attention through models::causal_attention (the kernel
+// GptConfig::attention names; the Python GPT, examples/python/gpt.py, calls the same function
+// through zoff.nn, and the tests match the two bit for bit): x [B, T, C] -> [B, T, C].
+// Position t attends to 0..t.
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
   explicit CausalSelfAttentionImpl(const GptConfig& config);
@@ -33,12 +33,10 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear proj{nullptr};  // weight [C, C]
 
  private:
-  // Scores [B nh, T, T] -> attention weights [B, nh, T, T], causal, scaled by 1 / sqrt(hs).
-  torch::Tensor weights(const torch::Tensor& q, const torch::Tensor& k) const;
-
   int64_t n_head_;
   double dropout_;
   bool fused_softmax_;
+  AttentionKernel attention_;
 };
 TORCH_MODULE(CausalSelfAttention);
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "zoff/core/error.h"
+#include "zoff/models/attention_kernel.h"
 
 namespace zoff::models {
 
@@ -28,6 +29,9 @@ struct GptConfig {
   // (fused_causal_softmax.h) after a plain bmm, instead of baddbmm with a -inf mask and
   // LibTorch's softmax; false gives the same ops as a PyTorch GPT.
   bool fused_softmax = true;
+  // Which kernel computes attention (attention_kernel.h): kAuto streams long bf16 windows
+  // through PyTorch's fused attention where the CPU multiplies bf16 natively.
+  AttentionKernel attention = AttentionKernel::kAuto;
 };
 
 // Checks every field; a bad one is a zoff::UsageError naming it.
@@ -112,11 +116,14 @@ inline std::vector<int64_t> gpt_unit_elems(const GptConfig& c) {
 // Bytes autograd keeps for one training micro-batch of `batch` windows of the full context,
 // at its peak in backward, with activations of `elem_bytes` (2 under bf16). From the tensors
 // each op of GptBlock saves: the block input, ln_1's output, the qkv output (q, k, v are
-// views of it), the softmax output [B, H, T, T], the attention output, the residual, ln_2's
-// output, fc's output and gelu's output: 16 BTC + BHT^2 elements per block. With
-// checkpointing, only each block's input is kept (BTC) and one block is recomputed at a
-// time, with its backward's temporaries (about 4 BTC + 2 BHT^2 more). The head adds the
-// logits in the compute dtype and fp32 (log-softmax and its gradient): BTV (e + 12).
+// views of it), the attention output, the residual, ln_2's output, fc's output and gelu's
+// output (16 BTC), and the attention weights: materialized, the softmax output [B, H, T, T];
+// streamed (`flash`, models::flash_attention_applies), the fused kernel's output beside its
+// contiguous copy (BTC) and one fp32 log-sum-exp per row and head. With checkpointing, only
+// each block's input is kept (BTC) and one block is recomputed at a time, with its
+// backward's temporaries (about 4 BTC, and two weight-sized ones when materialized). The
+// head adds the logits in the compute dtype and fp32 (log-softmax and its gradient):
+// BTV (e + 12).
 // The part of it still kept when backward ends: the checkpointed block inputs (L BTC)
 // with checkpointing, else nothing (each block's activations go with its backward).
 inline int64_t gpt_late_activation_bytes(const GptConfig& c, int64_t batch, int64_t elem_bytes,
@@ -125,11 +132,13 @@ inline int64_t gpt_late_activation_bytes(const GptConfig& c, int64_t batch, int6
 }
 
 inline int64_t gpt_activation_bytes(const GptConfig& c, int64_t batch, int64_t elem_bytes,
-                                    bool checkpointing) {
+                                    bool checkpointing, bool flash) {
   const int64_t btc = batch * c.block_size * c.n_embd;
   const int64_t bhtt = batch * c.n_head * c.block_size * c.block_size;
-  const int64_t block = 16 * btc + bhtt;
-  const int64_t backward_temps = 4 * btc + 2 * bhtt;
+  const int64_t bht = batch * c.n_head * c.block_size;
+  const int64_t weights = flash ? btc + (bht * 4 + elem_bytes - 1) / elem_bytes : bhtt;
+  const int64_t block = 16 * btc + weights;
+  const int64_t backward_temps = 4 * btc + (flash ? 0 : 2 * bhtt);
   const int64_t blocks =
       checkpointing ? c.n_layer * btc + block + backward_temps : c.n_layer * block + backward_temps;
   const int64_t embed_and_head = 4 * btc;  // token + position outputs, their sum, ln_f's

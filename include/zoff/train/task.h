@@ -57,6 +57,8 @@ struct TaskOptions {
   // gpt: this many blocks instead of the preset's (0 keeps it): sizes between presets, for
   // baselines (zoff train --layers).
   int64_t layers = 0;
+  // gpt: the attention kernel, "auto", "materialized" or "flash" (models::AttentionKernel).
+  std::string attention = "auto";
 };
 
 // Builds the task; an unknown model or preset is a UsageError listing the valid names.

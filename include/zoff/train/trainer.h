@@ -46,6 +46,8 @@ struct TrainOptions {
   // gpt: this many blocks instead of the preset's (0 keeps it). Sizes between presets, for
   // baselines; not recorded in checkpoints or model files, so refused with them.
   int64_t layers = 0;
+  // gpt: the attention kernel, "auto", "materialized" or "flash" (models::AttentionKernel).
+  std::string attention = "auto";
   // Start from these weights instead of the seed's (fine-tuning): a .safetensors file
   // (e.g. from zoff export) or a checkpoint directory; every tensor of the model by name.
   std::string init_from;
