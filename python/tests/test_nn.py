@@ -95,14 +95,14 @@ def test_causal_attention_matches_fp64_sdpa_with_either_kernel():
         for got, ref in ((y, want[0]), (dq, want[1])):
             err = ((got.double() - ref).norm() / ref.norm()).item()
             assert err < ATTENTION_BF16_RTOL, (kernel, err)
-    # auto: materialized below 1024 tokens; under autocast fp32 operands are cast as autocast would
+    # auto: materialized below 2048 tokens; under autocast fp32 operands are cast as autocast would
     assert torch.equal(znn.causal_attention(q.bfloat16(), k.bfloat16(), v.bfloat16()),
                        znn.causal_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), "materialized"))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert znn.causal_attention(q, k, v).dtype == torch.bfloat16
     long_ = not znn.bf16_products_widened()
-    assert zoff._zoff.flash_attention_applies("auto", 1024, torch.bfloat16, True) == long_
-    assert not zoff._zoff.flash_attention_applies("auto", 1023, torch.bfloat16, True)
+    assert zoff._zoff.flash_attention_applies("auto", 2048, torch.bfloat16, True) == long_
+    assert not zoff._zoff.flash_attention_applies("auto", 2047, torch.bfloat16, True)
 
 
 def test_modules_are_drop_ins_and_fall_back_outside_bf16():

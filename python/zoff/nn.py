@@ -91,7 +91,7 @@ def causal_attention(q, k, v, kernel="auto"):
     the weights [B heads, T, T] are computed (through causal_softmax for bf16) and kept for
     backward; "flash": PyTorch's fused scaled_dot_product_attention(is_causal=True), which
     keeps only the output and a log-sum-exp per row and recomputes the weights in backward;
-    "auto": flash for bf16 CPU tensors of T >= 1024 where the CPU multiplies bf16 natively
+    "auto": flash for bf16 CPU tensors of T >= 2048 where the CPU multiplies bf16 natively
     (bf16_products_widened() is False), materialized otherwise (docs/figures.md has the
     measurements behind the threshold). Under torch.autocast("cpu") the operands are cast
     to autocast's dtype first, as autocast would."""

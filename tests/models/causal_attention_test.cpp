@@ -95,7 +95,7 @@ struct Bf16ProductsGuard {
 };
 
 TEST(CausalAttention, BothKernelsMatchFp64AttentionInBf16) {
-  // T = 70: no tile of the fused kernel is full; T = 1030: past kFlashMinContext.
+  // T = 70: no tile of the fused kernel is full; T = 1030: many tiles, the last partial.
   for (auto k : {AttentionKernel::kMaterialized, AttentionKernel::kFlash}) {
     expect_close_to_fp64(k, 2, 3, 70, 32, torch::kBFloat16, kBf16RelTol);
     expect_close_to_fp64(k, 1, 2, 1030, 64, torch::kBFloat16, kBf16RelTol);

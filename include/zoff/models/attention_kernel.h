@@ -22,11 +22,13 @@ enum class AttentionKernel {
   kFlash,
 };
 
-// Shortest window kAuto streams. gpt.cpp's attention, bf16, one thread, AMX Xeon
-// (2026-12-08, forward + backward per layer): T = 256 materialized 19.8 ms against flash
-// 30.6, T = 512 31.1 against 41.3 (flash's backward recomputes), T = 1024 with 6 heads 59.3
-// against 53.6, with 14 heads 185 against 127, T = 2048 552 against 286 (docs/figures.md).
-inline constexpr int64_t kFlashMinContext = 1024;
+// Shortest window kAuto streams: where flash stops costing time. `zoff train`, bf16, one
+// thread, AMX Xeon, 2026-12-08 (docs/figures.md): gpt medium (T = 1024, batch 2, 14 heads)
+// materialized ~3.65 s per step against flash ~4.0 (PyTorch's fused backward recomputes the
+// weights: 102 ms per layer against 48), flash 0.78 GiB lighter; gpt xl's width with 4
+// blocks, batch 1, T = 1024: 3.03 s against 3.21; T = 2048: ~6.0 s both ways, flash 1.4 GiB
+// lighter (the weights, B nh T^2, grow with the square of the window).
+inline constexpr int64_t kFlashMinContext = 2048;
 
 inline AttentionKernel parse_attention_kernel(const std::string& name) {
   if (name == "auto") return AttentionKernel::kAuto;

@@ -29,8 +29,9 @@ struct GptConfig {
   // (fused_causal_softmax.h) after a plain bmm, instead of baddbmm with a -inf mask and
   // LibTorch's softmax; false gives the same ops as a PyTorch GPT.
   bool fused_softmax = true;
-  // Which kernel computes attention (attention_kernel.h): kAuto streams long bf16 windows
-  // through PyTorch's fused attention where the CPU multiplies bf16 natively.
+  // Which kernel computes attention (attention_kernel.h): kAuto streams bf16 windows of
+  // kFlashMinContext tokens or more through PyTorch's fused attention where the CPU
+  // multiplies bf16 natively; kFlash at any length trades time for memory.
   AttentionKernel attention = AttentionKernel::kAuto;
 };
 
