@@ -81,6 +81,7 @@
 #include "zoff/models/gpt_config.h"
 #include "zoff/models/gpt_kv_cache.h"
 #include "zoff/models/mlp.h"
+#include "zoff/models/native_bf16_linear.h"
 #include "zoff/models/widened_products.h"
 #include "zoff/offload/aio_options.h"
 #include "zoff/offload/host_buffer.h"

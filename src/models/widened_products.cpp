@@ -14,6 +14,7 @@
 #include "bf16_bits.h"
 #include "gemv_kernels.h"
 #include "zoff/core/error.h"
+#include "zoff/models/native_bf16_linear.h"
 
 namespace zoff::models {
 namespace {
@@ -361,7 +362,10 @@ torch::Tensor widened_linear(const torch::Tensor& x, const torch::Tensor& w,
   if (x.scalar_type() == torch::kBFloat16 && few_row_kernel_enabled() && gemv_applies(x, w, b)) {
     return gemv_linear(x, w, b);
   }
-  if (!widens(x)) return torch::linear(x, w, b);
+  if (!widens(x)) {
+    if (native_bf16_linear_applies(x, w, b)) return native_bf16_linear(x, w, b);
+    return torch::linear(x, w, b);
+  }
   // A custom function's tensor inputs must be defined: without a bias, x @ w^T.
   return b.defined() ? WidenedLinearFn::apply(x, w, b) : WidenedMatmulFn::apply(x, w.t());
 }

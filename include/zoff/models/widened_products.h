@@ -40,7 +40,9 @@ std::string bf16_products_name();
 // Whether a product with this operand is widened (fp16 always, bf16 per the choice above).
 bool widens(const torch::Tensor& operand);
 
-// x @ w^T + b (ATen's linear; b may be undefined). Without autograd, a bf16 x of at most 4
+// x @ w^T + b (ATen's linear; b may be undefined). Native bf16 under autograd:
+// native_bf16_linear (the weight gradient from a row-major copy of dy^T, ~2x faster). Without
+// autograd, a bf16 x of at most 4
 // rows and a contiguous bf16 w (generation) go through zoff's kernel, which reads each
 // weight once in bf16 ahead of use, with fp32 sums rounded once, whether bf16 is widened or
 // not: it reads weights from DRAM faster than LibTorch's one-row product. kNative (or
