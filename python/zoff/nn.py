@@ -18,7 +18,8 @@ in forward and backward, saving only the 16-bit operands. fp16 is always widened
 ZOFF_BF16_PRODUCTS (auto: by the CPU; native; widened), as in the C++ models, or
 set_bf16_products("auto" | "native" | "widened") for the whole process. Under
 torch.autocast("cpu") they cast their operands to autocast's dtype first, as autocast would,
-then widen. fp32 products, and 16-bit ones that are not widened, are PyTorch's own ops.
+then widen. fp32 products, and 16-bit ones that are not widened, are PyTorch's own ops, except
+`linear`'s native bf16 product under autograd, whose weight gradient is zoff's faster one.
 
     from zoff import nn as znn
     self.ln = znn.LayerNorm(n_embd)          # or znn.layer_norm(x, shape, w, b, eps)
@@ -111,21 +112,26 @@ def _widened_dtype(dtype):
     return dtype == torch.float16 or (dtype == torch.bfloat16 and bf16_products_widened())
 
 
-def _product(widened_op, torch_op, lead, operands, *args):
-    """torch_op(*operands, *args), or widened_op where the product is widened. `lead` is the
-    operand whose dtype (or, under autocast, autocast's dtype) decides."""
+def _16bit_dtype(dtype):
+    return dtype in (torch.bfloat16, torch.float16)
+
+
+def _product(widened_op, torch_op, lead, operands, *args, takes=_widened_dtype):
+    """torch_op(*operands, *args), or zoff's widened_op where `takes` the product's dtype
+    (default: where the product is widened). `lead` is the operand whose dtype (or, under
+    autocast, autocast's dtype) decides."""
     if lead.device.type != "cpu":
         return torch_op(*operands, *args)
     if torch.is_autocast_enabled("cpu"):
         cast = torch.get_autocast_dtype("cpu")
-        if not _widened_dtype(cast):
+        if not takes(cast):
             return torch_op(*operands, *args)
         # autocast's own casts, then the product without autocast (which would cast the
         # widened fp32 operands back down).
         operands = [t.to(cast) if t is not None and t.is_floating_point() else t for t in operands]
         with torch.autocast("cpu", enabled=False):
             return widened_op(*operands, *args)
-    if _widened_dtype(lead.dtype):
+    if takes(lead.dtype):
         return widened_op(*operands, *args)
     return torch_op(*operands, *args)
 
@@ -135,20 +141,7 @@ def linear(x, weight, bias=None):
     C++ gpt's linear: widened where products are widened; native bf16 under autograd takes
     ATen's forward and a weight gradient ~2x faster than PyTorch's (dy^T x from a row-major
     copy of dy^T: models/native_bf16_linear.h), the same arithmetic in another order."""
-    if x.device.type != "cpu":
-        return F.linear(x, weight, bias)
-    if torch.is_autocast_enabled("cpu"):
-        cast = torch.get_autocast_dtype("cpu")
-        if cast not in (torch.bfloat16, torch.float16):
-            return F.linear(x, weight, bias)
-        # autocast's own casts, then the product without autocast (which would cast a
-        # widened product's fp32 operands back down).
-        operands = [t.to(cast) if t is not None and t.is_floating_point() else t for t in (x, weight, bias)]
-        with torch.autocast("cpu", enabled=False):
-            return _zoff.widened_linear(*operands)
-    if x.dtype in (torch.bfloat16, torch.float16):
-        return _zoff.widened_linear(x, weight, bias)
-    return F.linear(x, weight, bias)
+    return _product(_zoff.widened_linear, F.linear, x, [x, weight, bias], takes=_16bit_dtype)
 
 
 def matmul(a, b):

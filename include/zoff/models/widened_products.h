@@ -41,12 +41,12 @@ std::string bf16_products_name();
 bool widens(const torch::Tensor& operand);
 
 // x @ w^T + b (ATen's linear; b may be undefined). Native bf16 under autograd:
-// native_bf16_linear (the weight gradient from a row-major copy of dy^T, ~2x faster). Without
-// autograd, a bf16 x of at most 4
-// rows and a contiguous bf16 w (generation) go through zoff's kernel, which reads each
-// weight once in bf16 ahead of use, with fp32 sums rounded once, whether bf16 is widened or
-// not: it reads weights from DRAM faster than LibTorch's one-row product. kNative (or
-// ZOFF_BF16_PRODUCTS=native) sends them to LibTorch too.
+// native_bf16_linear (the weight gradient from a row-major copy of dy^T, ~2x faster).
+// Without autograd, a bf16 x of at most 4 rows and a contiguous bf16 w (generation) go
+// through zoff's kernel, which reads each weight once in bf16 ahead of use, with fp32 sums
+// rounded once, whether bf16 is widened or not: it reads weights from DRAM faster than
+// LibTorch's one-row product. kNative (or ZOFF_BF16_PRODUCTS=native) sends them to LibTorch
+// too.
 torch::Tensor widened_linear(const torch::Tensor& x, const torch::Tensor& w,
                              const torch::Tensor& b);
 
